@@ -1,0 +1,187 @@
+// A torch.save checkpoint opened without running any of its pickle code.
+//
+// Opening reads the archive directory (zip) or the leading pickles (legacy
+// stream format), parses the object pickle into a ValueGraph, and builds a
+// table of storages (where each one's bytes are in the file) and a table of
+// tensors (which storage, dtype, shape, strides, offset). Tensor bytes stay
+// on disk: they are read, streamed or mapped on request.
+//
+// A Checkpoint is also what the rewrite passes edit (key renames, storage
+// location and dtype changes) and what the writer serializes.
+#pragma once
+
+#include <cstdint>
+#include <filesystem>
+#include <memory>
+#include <optional>
+#include <span>
+#include <string>
+#include <variant>
+#include <vector>
+
+#include "ckptfix/dtype.h"
+#include "ckptfix/value.h"
+
+namespace ckptfix {
+
+/// The container format of a checkpoint file.
+enum class CheckpointFormat {
+  kZip,     ///< torch >= 1.6 default (`_use_new_zipfile_serialization=True`)
+  kLegacy,  ///< the stream format of torch < 1.6 (still writable with `_use_new_zipfile_serialization=False`)
+};
+
+/// "zip" or "legacy".
+std::string_view format_name(CheckpointFormat format);
+
+/// Where a storage's bytes are in the input file.
+struct StorageSource {
+  enum class Encoding { kStored, kDeflated };
+  Encoding encoding = Encoding::kStored;
+  uint64_t offset = 0;         ///< file offset of the first (possibly compressed) byte
+  uint64_t length = 0;         ///< bytes at offset (compressed length when deflated)
+  uint32_t crc32 = 0;          ///< CRC recorded by the archive (0: none recorded)
+  std::string record;          ///< "archive/data/0", or "storage '1234' data" for legacy files
+};
+
+/// One storage: a contiguous run of elements that tensors view.
+struct Storage {
+  std::string key;        ///< key in the input (record name under data/ for zip files)
+  DType dtype = DType::kUInt8;  ///< element type of the bytes in the input
+  bool untyped = false;   ///< saved as torch.UntypedStorage (numel counts bytes)
+  uint64_t numel = 0;     ///< element count as the persistent id states it
+  uint64_t nbytes = 0;    ///< bytes of data in the input
+  std::string location;   ///< saved location tag: "cpu", "cuda:0", "mps", ...
+  bool big_endian = false;  ///< the input holds the bytes big-endian
+  StorageSource source;
+
+  /// Set by the cast pass: the element type to write instead of `dtype`.
+  std::optional<DType> cast_to;
+  /// The element type written to the output.
+  DType output_dtype() const { return cast_to.value_or(dtype); }
+  /// Bytes written to the output.
+  uint64_t output_nbytes() const;
+};
+
+/// How a tensor was saved.
+enum class TensorKind {
+  kDense,      ///< _rebuild_tensor / _rebuild_tensor_v2 / _rebuild_tensor_v3
+  kQuantized,  ///< _rebuild_qtensor (bytes are carried, never cast)
+};
+
+/// One tensor value of the graph, with everything torch will rebuild it from.
+struct Tensor {
+  Value* value = nullptr;    ///< the graph value that *is* the tensor (the Parameter when wrapped)
+  Value* rebuild = nullptr;  ///< the _rebuild_tensor* call
+  Value* dtype_arg = nullptr;///< the dtype Global argument of _rebuild_tensor_v3, if any
+  int32_t storage = -1;      ///< index into Checkpoint::storages()
+  DType dtype = DType::kFloat32;
+  int64_t storage_offset = 0;  ///< in elements
+  std::vector<int64_t> shape;
+  std::vector<int64_t> stride;  ///< in elements
+  bool requires_grad = false;
+  bool parameter = false;    ///< wrapped in torch.nn.Parameter
+  TensorKind kind = TensorKind::kDense;
+
+  uint64_t numel() const;
+  /// Bytes the tensor's elements occupy (numel × element size).
+  uint64_t nbytes() const;
+};
+
+/// One step of a path from the root: a dict key (or attribute name) or an index.
+using PathElement = std::variant<std::string, int64_t>;
+using Path = std::vector<PathElement>;
+
+/// Renders a path for messages and --key: state_dict/conv.weight, list/0.
+std::string path_to_string(const Path& path);
+
+/// Where a tensor appears: one entry per position in the graph, so a tensor
+/// referenced from two places appears twice.
+struct TensorPosition {
+  Path path;
+  size_t tensor = 0;  ///< index into Checkpoint::tensors()
+};
+
+/// A dict (plain or OrderedDict) whose keys are all strings and whose values
+/// are all tensors, ignoring `_metadata`: what model.state_dict() produces.
+struct StateDict {
+  Path path;             ///< from the root; empty for the root itself
+  Value* dict = nullptr; ///< kDict or an OrderedDict kObject
+  bool in_optimizer = false;  ///< found inside an optimizer state ({state, param_groups})
+  size_t size = 0;
+};
+
+/// How a global is judged: see `check --safe` and the load-time refusal.
+struct GlobalRef {
+  std::string module;
+  std::string name;
+  bool safe = false;  ///< in the torch.load(weights_only=True) allowlist
+  std::string dotted() const { return module + "." + name; }
+};
+
+/// Options for opening a checkpoint.
+struct OpenOptions {
+  /// Also accept a zip archive whose `version` record is missing (torch refuses it).
+  bool allow_missing_version = true;
+};
+
+/// An opened checkpoint. Movable, not copyable.
+class Checkpoint {
+ public:
+  /// Opens `path`, detecting the format. Throws ckptfix::Error naming the
+  /// file and, where known, the record, offset or key.
+  static Checkpoint open(const std::filesystem::path& path, const OpenOptions& options = {});
+
+  Checkpoint(Checkpoint&&) noexcept;
+  Checkpoint& operator=(Checkpoint&&) noexcept;
+  ~Checkpoint();
+
+  /// The path as given to open().
+  const std::string& file_name() const;
+  uint64_t file_size() const;
+  CheckpointFormat format() const;
+  /// The zip archive's root folder ("archive", "model", ...); empty for legacy files.
+  const std::string& archive_root() const;
+  /// Byte order of the tensor data in the input ("little" unless a byteorder record says "big").
+  bool big_endian() const;
+  /// Protocol of the object pickle (2 for everything torch.save writes by default).
+  int pickle_protocol() const;
+  /// Names of the zip records, in archive order (empty for legacy files).
+  std::vector<std::string> record_names() const;
+
+  /// The root object of the pickle.
+  Value* root() const;
+  ValueGraph& graph();
+
+  std::vector<Storage>& storages();
+  const std::vector<Storage>& storages() const;
+  std::vector<Tensor>& tensors();
+  const std::vector<Tensor>& tensors() const;
+  /// The tensor whose value is v, or nullptr.
+  const Tensor* tensor_of(const Value* v) const;
+  /// Every global the pickle names, in order of first appearance.
+  const std::vector<GlobalRef>& globals() const;
+
+  /// Every tensor position, in pickle order (computed from the current graph).
+  std::vector<TensorPosition> tensor_positions() const;
+  /// Every state dict reachable from the root (computed from the current graph).
+  std::vector<StateDict> state_dicts() const;
+
+  /// Reads bytes [offset, offset + out.size()) of a storage as the input
+  /// holds them converted to little-endian (the order every writer uses).
+  void read_storage(size_t storage, uint64_t offset, std::span<std::byte> out) const;
+  /// A zero-copy view of a stored, little-endian storage's bytes in the
+  /// mapped file, or an empty span when the storage is deflated or big-endian.
+  std::span<const std::byte> map_storage(size_t storage) const;
+  /// Keeps the mapped file alive (for zero-copy views that outlive the Checkpoint).
+  std::shared_ptr<const void> mapping_owner() const;
+
+  struct Impl;
+  Impl& impl() { return *impl_; }
+  const Impl& impl() const { return *impl_; }
+
+ private:
+  explicit Checkpoint(std::unique_ptr<Impl> impl);
+  std::unique_ptr<Impl> impl_;
+};
+
+}  // namespace ckptfix

@@ -1,0 +1,70 @@
+// Tensor element types as torch names them, with their storage classes.
+#pragma once
+
+#include <cstdint>
+#include <optional>
+#include <string>
+#include <string_view>
+
+namespace ckptfix {
+
+/// Element types a torch checkpoint can hold.
+enum class DType : uint8_t {
+  kFloat16,
+  kBFloat16,
+  kFloat32,
+  kFloat64,
+  kInt8,
+  kUInt8,
+  kInt16,
+  kInt32,
+  kInt64,
+  kBool,
+  kComplex32,
+  kComplex64,
+  kComplex128,
+  kQInt8,
+  kQUInt8,
+  kQInt32,
+  kQUInt4x2,
+  kQUInt2x4,
+  kUInt16,
+  kUInt32,
+  kUInt64,
+  kFloat8E4M3Fn,
+  kFloat8E5M2,
+  kFloat8E4M3Fnuz,
+  kFloat8E5M2Fnuz,
+  kFloat8E8M0Fnu,
+  kFloat4E2M1FnX2,
+  kBits8,
+  kBits16,
+  kBits1x8,
+  kBits2x4,
+  kBits4x2,
+  kUntyped,  ///< bytes of a torch.UntypedStorage whose tensor type is not known
+};
+
+/// torch's name: "float32", "bfloat16", "int64", ...
+std::string_view dtype_name(DType dtype);
+/// Bytes per element (1 for the packed sub-byte quantized types).
+uint32_t element_size(DType dtype);
+/// float16, bfloat16, float32, float64: the types `cast` converts.
+bool is_castable_float(DType dtype);
+/// Any floating type, including float8 variants.
+bool is_floating(DType dtype);
+/// Size of the unit to byte-swap for big-endian data (half an element for complex).
+uint32_t swap_unit(DType dtype);
+
+/// The typed storage class torch 1.x uses for a dtype ("FloatStorage"), or
+/// nullopt for types that only exist as UntypedStorage + dtype (torch >= 2.1).
+std::optional<std::string_view> storage_class_name(DType dtype);
+/// The dtype of a storage class name such as "HalfStorage"; nullopt if unknown.
+std::optional<DType> dtype_from_storage_class(std::string_view name);
+/// The dtype of a torch global attribute name such as "float16" or "half".
+std::optional<DType> dtype_from_torch_attribute(std::string_view name);
+/// Parses a user-facing dtype: fp16|float16|half, bf16|bfloat16, fp32|float32|float,
+/// fp64|float64|double (and any other torch dtype name).
+std::optional<DType> parse_dtype(std::string_view text);
+
+}  // namespace ckptfix

@@ -1,0 +1,75 @@
+// ckptfix: the one error type of the library.
+//
+// Every failure the library reports is a ckptfix::Error. It carries a kind
+// (so a caller can tell bad input from a usage mistake from an I/O failure),
+// the file it concerns, where in the file (a record and offset, or a key),
+// and a lower-case message that states what was expected and what was found.
+// what() renders all of it on one line:
+//
+//   'model.pt': archive/data.pkl+0x1a3: unknown pickle opcode 0x9f
+#pragma once
+
+#include <exception>
+#include <string>
+#include <string_view>
+
+namespace ckptfix {
+
+/// What went wrong, coarsely: enough to choose an exit code or a reaction.
+enum class ErrorKind {
+  kIo,              ///< the operating system refused a read, write or rename
+  kNotCheckpoint,   ///< the file is not a torch.save checkpoint at all
+  kUnsupported,     ///< a checkpoint variant ckptfix recognises but does not handle
+  kCorrupt,         ///< the file is damaged: truncated, inconsistent, bad CRC
+  kUnsafe,          ///< the pickle references a dangerous callable
+  kInvalidArgument, ///< an option or argument given by the caller is invalid
+  kConflict,        ///< a requested edit cannot be done (e.g. two keys collide)
+  kExists,          ///< the output exists and overwriting was not allowed
+  kVerification,    ///< a written file did not verify against what was intended
+  kGpu,             ///< the GPU round trip was required but could not run or failed
+};
+
+/// Stable lower-case name of an ErrorKind, e.g. "corrupt" (used in JSON reports).
+std::string_view to_string(ErrorKind kind);
+
+/// The library's exception type. Context is added as the error travels up:
+/// the layer that knows the file name adds it, the layer that knows the
+/// record adds that, so the innermost code only states the fact.
+class Error : public std::exception {
+ public:
+  Error(ErrorKind kind, std::string message);
+
+  ErrorKind kind() const noexcept { return kind_; }
+  /// The bare message, without file or location.
+  const std::string& message() const noexcept { return message_; }
+  /// The file the error concerns, or empty.
+  const std::string& file() const noexcept { return file_; }
+  /// Where in the file: "archive/data.pkl+0x1a3", "key 'conv.weight'", or empty.
+  const std::string& location() const noexcept { return location_; }
+
+  /// Sets the file if none is set yet (the innermost knowledge wins).
+  Error& in_file(std::string file);
+  /// Sets the location if none is set yet.
+  Error& at(std::string location);
+  /// Prefixes the location with an outer context ("archive/data.pkl" + "+0x1a3").
+  Error& within(std::string_view outer);
+  /// Replaces the location.
+  Error& set_location(std::string location);
+
+  /// One line: "'FILE': LOCATION: MESSAGE" (parts that are unknown are left out).
+  const char* what() const noexcept override { return rendered_.c_str(); }
+
+ private:
+  void render();
+
+  ErrorKind kind_;
+  std::string message_;
+  std::string file_;
+  std::string location_;
+  std::string rendered_;
+};
+
+/// Formats an offset the way every message does: "0x1a3".
+std::string hex_offset(unsigned long long offset);
+
+}  // namespace ckptfix

@@ -1,0 +1,56 @@
+// Writing a checkpoint as a torch zip file.
+#pragma once
+
+#include <cstdint>
+#include <filesystem>
+#include <functional>
+#include <string>
+#include <vector>
+
+#include "ckptfix/checkpoint.h"
+
+namespace ckptfix {
+
+/// Options for writing.
+struct SaveOptions {
+  /// Root folder inside the zip. Empty: keep the input's (zip inputs), or
+  /// "archive" (legacy inputs), the name torch uses when saving to a buffer.
+  std::string archive_root;
+  /// Replace an existing output file.
+  bool overwrite = false;
+  /// Called as tensor bytes are written (bytes done, bytes total).
+  std::function<void(uint64_t, uint64_t)> progress;
+};
+
+/// One storage as written: where it went and what it holds.
+struct WrittenStorage {
+  size_t storage = 0;       ///< index into Checkpoint::storages()
+  std::string key;          ///< its key in the output ("0", "1", ...)
+  std::string record;       ///< "<root>/data/<key>"
+  uint64_t nbytes = 0;
+  uint32_t crc32 = 0;
+  uint64_t hash = 0;        ///< XXH3-64 of the written bytes
+};
+
+/// What a write produced.
+struct SaveResult {
+  uint64_t bytes = 0;  ///< size of the output file
+  std::string archive_root;
+  std::vector<WrittenStorage> storages;  ///< in output order
+  /// Every record written, in order, with offsets (for verification).
+  struct Record {
+    std::string name;
+    uint64_t data_offset = 0;
+    uint64_t size = 0;
+    uint32_t crc32 = 0;
+  };
+  std::vector<Record> records;
+};
+
+/// Writes `checkpoint` (with any edits the passes made) to `path` atomically:
+/// a temporary file beside it, renamed into place only once complete.
+/// Tensor bytes are streamed from the input file; memory does not grow with
+/// the checkpoint's size.
+SaveResult save(const Checkpoint& checkpoint, const std::filesystem::path& path, const SaveOptions& options = {});
+
+}  // namespace ckptfix

@@ -1,0 +1,190 @@
+// ckptfix inspect FILE... [--json]: what a checkpoint holds, without loading it.
+#include <iomanip>
+#include <iostream>
+#include <map>
+#include <sstream>
+
+#include "ckptfix/checkpoint.h"
+#include "ckptfix/prefixes.h"
+#include "cli/commands.h"
+#include "cli/report.h"
+
+namespace ckptfix::cli {
+namespace {
+
+struct InspectArgs {
+  std::vector<std::string> files;
+  bool json = false;
+};
+
+struct Totals {
+  uint64_t count = 0;
+  uint64_t bytes = 0;
+};
+
+std::string shape_text(const std::vector<int64_t>& dims) {
+  std::string out = "[";
+  for (size_t i = 0; i < dims.size(); ++i) out += (i ? "," : "") + std::to_string(dims[i]);
+  return out + "]";
+}
+
+nlohmann::json describe(const Checkpoint& ck, nlohmann::json& all_tensors) {
+  nlohmann::json doc;
+  doc["path"] = ck.file_name();
+  doc["status"] = "ok";
+  doc["format"] = format_name(ck.format());
+  doc["archive_root"] = ck.format() == CheckpointFormat::kZip ? nlohmann::json(ck.archive_root()) : nlohmann::json();
+  doc["byte_order"] = ck.big_endian() ? "big" : "little";
+  doc["pickle_protocol"] = ck.pickle_protocol();
+  doc["file_bytes"] = ck.file_size();
+
+  const auto& storages = ck.storages();
+  const auto& tensors = ck.tensors();
+  std::map<std::string, Totals> by_dtype, by_device;
+  uint64_t total_bytes = 0;
+  for (const Storage& s : storages) {
+    auto& d = by_device[s.location];
+    ++d.count;
+    d.bytes += s.nbytes;
+    total_bytes += s.nbytes;
+  }
+  for (const Tensor& t : tensors) {
+    auto& d = by_dtype[std::string(dtype_name(t.dtype))];
+    ++d.count;
+    d.bytes += t.nbytes();
+  }
+  doc["tensor_count"] = tensors.size();
+  doc["storage_count"] = storages.size();
+  doc["storage_bytes"] = total_bytes;
+  for (const auto& [name, t] : by_dtype) doc["by_dtype"][name] = {{"tensors", t.count}, {"bytes", t.bytes}};
+  for (const auto& [name, t] : by_device) doc["by_device"][name] = {{"storages", t.count}, {"bytes", t.bytes}};
+  if (by_dtype.empty()) doc["by_dtype"] = nlohmann::json::object();
+  if (by_device.empty()) doc["by_device"] = nlohmann::json::object();
+
+  doc["state_dicts"] = nlohmann::json::array();
+  for (const StateDict& sd : ck.state_dicts()) {
+    const auto keys = state_dict_keys(sd);
+    doc["state_dicts"].push_back({{"path", path_to_json(sd.path)},
+                                  {"keys", sd.size},
+                                  {"wrapper_prefix", shared_wrapper_prefix(keys)},
+                                  {"in_optimizer", sd.in_optimizer}});
+  }
+  doc["globals"] = nlohmann::json::array();
+  for (const GlobalRef& g : ck.globals()) doc["globals"].push_back({{"name", g.dotted()}, {"safe", g.safe}});
+
+  doc["storages"] = nlohmann::json::array();
+  for (const Storage& s : storages) {
+    doc["storages"].push_back({{"key", s.key},
+                               {"dtype", dtype_name(s.dtype)},
+                               {"numel", s.numel},
+                               {"nbytes", s.nbytes},
+                               {"device", s.location},
+                               {"record", s.source.record}});
+  }
+  for (const TensorPosition& pos : ck.tensor_positions()) {
+    const Tensor& t = tensors[pos.tensor];
+    const Storage& s = storages[static_cast<size_t>(t.storage)];
+    all_tensors.push_back({{"file", ck.file_name()},
+                           {"path", path_to_json(pos.path)},
+                           {"dtype", dtype_name(t.dtype)},
+                           {"shape", t.shape},
+                           {"stride", t.stride},
+                           {"storage_offset", t.storage_offset},
+                           {"device", s.location},
+                           {"nbytes", t.nbytes()},
+                           {"storage", s.key},
+                           {"requires_grad", t.requires_grad},
+                           {"parameter", t.parameter},
+                           {"quantized", t.kind == TensorKind::kQuantized}});
+  }
+  return doc;
+}
+
+void print_human(const Checkpoint& ck, const nlohmann::json& doc, std::ostream& out) {
+  out << ck.file_name() << ": " << format_name(ck.format()) << " checkpoint";
+  if (ck.format() == CheckpointFormat::kZip) out << ", archive root '" << ck.archive_root() << "'";
+  out << ", " << (ck.big_endian() ? "big" : "little") << "-endian, pickle protocol " << ck.pickle_protocol() << "\n";
+  out << "  " << ck.tensors().size() << " tensors in " << ck.storages().size() << " storages, "
+      << human_bytes(doc["storage_bytes"].get<uint64_t>()) << "\n";
+  out << "  by dtype: ";
+  bool first = true;
+  for (const auto& [name, t] : doc["by_dtype"].items()) {
+    out << (first ? "" : ", ") << name << " " << t["tensors"] << " (" << human_bytes(t["bytes"].get<uint64_t>()) << ")";
+    first = false;
+  }
+  out << "\n  by device: ";
+  first = true;
+  for (const auto& [name, t] : doc["by_device"].items()) {
+    out << (first ? "" : ", ") << name << " " << t["storages"] << " storages ("
+        << human_bytes(t["bytes"].get<uint64_t>()) << ")";
+    first = false;
+  }
+  out << "\n  state dicts:";
+  if (doc["state_dicts"].empty()) out << " none";
+  for (const StateDict& sd : ck.state_dicts()) {
+    const auto keys = state_dict_keys(sd);
+    const std::string prefix = shared_wrapper_prefix(keys);
+    out << "\n    " << (sd.path.empty() ? "<root>" : path_to_string(sd.path)) << ": " << sd.size << " keys";
+    if (!prefix.empty()) out << ", wrapper prefix '" << prefix << "'";
+    if (sd.in_optimizer) out << " (inside an optimizer state)";
+  }
+  out << "\n  globals:";
+  for (const GlobalRef& g : ck.globals()) out << "\n    " << g.dotted() << (g.safe ? "" : "  (outside the weights_only allowlist)");
+  out << "\n";
+
+  // The tensor table, columns sized to their contents.
+  std::vector<std::array<std::string, 7>> rows;
+  rows.push_back({"path", "dtype", "shape", "stride", "offset", "device", "storage"});
+  for (const TensorPosition& pos : ck.tensor_positions()) {
+    const Tensor& t = ck.tensors()[pos.tensor];
+    const Storage& s = ck.storages()[static_cast<size_t>(t.storage)];
+    std::string path = pos.path.empty() ? "<root>" : path_to_string(pos.path);
+    if (t.parameter) path += " (Parameter)";
+    rows.push_back({path, std::string(dtype_name(t.dtype)), shape_text(t.shape), shape_text(t.stride),
+                    std::to_string(t.storage_offset), s.location, s.key});
+  }
+  std::array<size_t, 7> width{};
+  for (const auto& r : rows) {
+    for (size_t i = 0; i < r.size(); ++i) width[i] = std::max(width[i], r[i].size());
+  }
+  for (const auto& r : rows) {
+    out << "  ";
+    for (size_t i = 0; i < r.size(); ++i) out << std::left << std::setw(static_cast<int>(width[i] + 2)) << r[i];
+    out << "\n";
+  }
+}
+
+int run(const InspectArgs& args) {
+  nlohmann::json inputs = nlohmann::json::array();
+  nlohmann::json tensors = nlohmann::json::array();
+  int exit_code = kExitOk;
+  for (const std::string& file : args.files) {
+    try {
+      Checkpoint ck = Checkpoint::open(file);
+      nlohmann::json doc = describe(ck, tensors);
+      if (!args.json) print_human(ck, doc, std::cout);
+      inputs.push_back(std::move(doc));
+    } catch (const Error& e) {
+      print_error(e);
+      exit_code = std::max(exit_code, kExitFailed);
+      inputs.push_back({{"path", file}, {"status", "failed"}, {"error", e.what()}, {"error_kind", to_string(e.kind())}});
+    }
+  }
+  if (args.json) {
+    nlohmann::json out = {{"ckptfix", version()}, {"command", "inspect"}, {"inputs", inputs}, {"tensors", tensors}};
+    std::cout << out.dump(2) << std::endl;
+  }
+  return exit_code;
+}
+
+}  // namespace
+
+CommandRun register_inspect(CLI::App& app) {
+  auto args = std::make_shared<InspectArgs>();
+  CLI::App* cmd = app.add_subcommand("inspect", "Show what a checkpoint holds (format, tensors, state dicts, globals)");
+  cmd->add_option("files", args->files, "Checkpoint files")->required();
+  cmd->add_flag("--json", args->json, "Print one JSON document (schema in docs/cli.md)");
+  return [args] { return run(*args); };
+}
+
+}  // namespace ckptfix::cli

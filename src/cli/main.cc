@@ -1,0 +1,36 @@
+// ckptfix: the command line. It parses flags into option structs, calls the
+// library, prints, and maps errors to exit codes; nothing more.
+#include <iostream>
+
+#include <CLI/CLI.hpp>
+
+#include "cli/commands.h"
+#include "cli/report.h"
+
+int main(int argc, char** argv) {
+  using namespace ckptfix::cli;
+  CLI::App app{"ckptfix: convert and repair PyTorch checkpoints without Python, never running pickle code"};
+  app.require_subcommand(1);
+  app.set_version_flag("--version", version());
+  std::vector<std::pair<std::string, CommandRun>> commands;
+  commands.emplace_back("inspect", register_inspect(app));
+  commands.emplace_back("convert", register_convert(app));
+
+  try {
+    app.parse(argc, argv);
+  } catch (const CLI::CallForHelp& e) {
+    return app.exit(e);
+  } catch (const CLI::CallForAllHelp& e) {
+    return app.exit(e);
+  } catch (const CLI::CallForVersion& e) {
+    return app.exit(e);
+  } catch (const CLI::ParseError& e) {
+    std::cerr << "ckptfix: error: " << e.what() << "\n";
+    std::cerr << "run 'ckptfix --help' for usage" << std::endl;
+    return kExitUsage;
+  }
+  for (auto& [name, run] : commands) {
+    if (app.get_subcommand(name)->parsed()) return run();
+  }
+  return kExitUsage;
+}

@@ -1,0 +1,51 @@
+#include "cli/report.h"
+
+#include <cstdio>
+#include <iostream>
+
+namespace ckptfix::cli {
+
+std::string human_bytes(uint64_t bytes) {
+  static const char* units[] = {"B", "KiB", "MiB", "GiB", "TiB"};
+  double value = static_cast<double>(bytes);
+  int unit = 0;
+  while (value >= 1024 && unit < 4) {
+    value /= 1024;
+    ++unit;
+  }
+  char buf[32];
+  if (unit == 0) {
+    std::snprintf(buf, sizeof buf, "%llu B", static_cast<unsigned long long>(bytes));
+  } else {
+    std::snprintf(buf, sizeof buf, "%.1f %s", value, units[unit]);
+  }
+  return buf;
+}
+
+void print_error(const std::exception& e) { std::cerr << "ckptfix: error: " << e.what() << std::endl; }
+
+void print_warning(const std::string& message) { std::cerr << "ckptfix: warning: " << message << std::endl; }
+
+int exit_code_for(const Error& e) { return e.kind() == ErrorKind::kInvalidArgument ? kExitUsage : kExitFailed; }
+
+nlohmann::json path_to_json(const Path& path) {
+  nlohmann::json out = nlohmann::json::array();
+  for (const PathElement& p : path) {
+    if (const auto* s = std::get_if<std::string>(&p)) {
+      out.push_back(*s);
+    } else {
+      out.push_back(std::get<int64_t>(p));
+    }
+  }
+  return out;
+}
+
+const char* version() {
+#ifdef CKPTFIX_VERSION
+  return CKPTFIX_VERSION;
+#else
+  return "unknown";
+#endif
+}
+
+}  // namespace ckptfix::cli

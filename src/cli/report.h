@@ -1,0 +1,36 @@
+// Shared pieces of the command line: exit codes, error lines, byte counts
+// for people, and the JSON forms of paths and tensors.
+#pragma once
+
+#include <cstdint>
+#include <string>
+
+#include <nlohmann/json.hpp>
+
+#include "ckptfix/checkpoint.h"
+#include "ckptfix/error.h"
+
+namespace ckptfix::cli {
+
+/// Exit codes: 0 success, 1 an input failed, 2 usage error.
+constexpr int kExitOk = 0;
+constexpr int kExitFailed = 1;
+constexpr int kExitUsage = 2;
+
+/// "1.5 MiB", "12 B".
+std::string human_bytes(uint64_t bytes);
+
+/// The one-line error: "ckptfix: error: 'FILE': WHERE: WHAT".
+void print_error(const std::exception& e);
+void print_warning(const std::string& message);
+
+/// Usage errors (bad option values) exit with 2; everything else with 1.
+int exit_code_for(const Error& e);
+
+/// ["state_dict", "conv.weight"] / [0, 1] as a JSON array.
+nlohmann::json path_to_json(const Path& path);
+
+/// Version string.
+const char* version();
+
+}  // namespace ckptfix::cli

@@ -1,0 +1,14 @@
+// The conversions that matter for speed (float32 to bfloat16 and float16),
+// with a scalar fallback and SIMD versions chosen at run time.
+#pragma once
+
+#include <cstddef>
+
+#include "convert/convert.h"
+
+namespace ckptfix {
+
+ConvertStats convert_f32_to_bf16(const std::byte* src, std::byte* dst, size_t count);
+ConvertStats convert_f32_to_f16(const std::byte* src, std::byte* dst, size_t count);
+
+}  // namespace ckptfix

@@ -1,0 +1,53 @@
+// Format detection, as torch does it: a zip local header signature means the
+// zip format, anything else is tried as the legacy stream format. Files that
+// are clearly something else get a specific error with a hint.
+#include <cstdio>
+
+#include "ckptfix/error.h"
+#include "formats/readers.h"
+#include "io/bytes.h"
+
+namespace ckptfix {
+namespace {
+
+std::string hex_head(std::span<const std::byte> bytes) {
+  std::string out;
+  for (size_t i = 0; i < bytes.size() && i < 8; ++i) {
+    char buf[4];
+    std::snprintf(buf, sizeof buf, "%s%02x", i ? " " : "", std::to_integer<unsigned>(bytes[i]));
+    out += buf;
+  }
+  return out;
+}
+
+}  // namespace
+
+void read_any_checkpoint(Checkpoint::Impl& impl, const OpenOptions& options) {
+  const auto bytes = impl.file->bytes();
+  if (bytes.empty()) throw Error(ErrorKind::kNotCheckpoint, "file is empty");
+  if (looks_like_zip(bytes)) {
+    read_zip_checkpoint(impl, options);
+    return;
+  }
+  if (bytes.size() >= 8 && as_chars(bytes.first(8)) == "PYTORCH1") {
+    throw Error(ErrorKind::kUnsupported,
+                "this is the 2018 PYTORCH1 preview format, which torch itself no longer reads; re-save it with "
+                "torch.save from the torch version that wrote it");
+  }
+  if (bytes.size() >= 262 && as_chars(bytes.subspan(257, 5)) == "ustar") {
+    throw Error(ErrorKind::kUnsupported,
+                "this is the tar checkpoint format of torch 0.1-0.3, which ckptfix does not read; load it with an "
+                "older torch and save it again with torch.save to convert it");
+  }
+  if (std::to_integer<uint8_t>(bytes[0]) == 0x80) {  // pickle PROTO: the legacy stream format
+    read_legacy_checkpoint(impl);
+    return;
+  }
+  if (bytes.size() >= 4 && load_le<uint32_t>(bytes.data()) == 0x06054b50) {
+    throw Error(ErrorKind::kCorrupt, "zip archive without any records (empty zip)");
+  }
+  throw Error(ErrorKind::kNotCheckpoint, "not a PyTorch checkpoint: it starts with bytes " + hex_head(bytes) +
+                                             ", neither a zip archive (torch >= 1.6) nor a pickle (torch < 1.6)");
+}
+
+}  // namespace ckptfix

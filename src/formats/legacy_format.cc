@@ -1,0 +1,136 @@
+// torch < 1.6 stream checkpoints. Five pickles back to back, then the data:
+//   1. magic number 0x1950a86a20f9469cfc6c   2. protocol version 1001
+//   3. sys_info {'protocol_version', 'little_endian', 'type_sizes'}
+//   4. the object, whose storages are persistent ids
+//      ('storage', <class>, key, location, numel, view_metadata)
+//   5. the storage keys, sorted
+// then, for each key in that order, an int64 little-endian element count and
+// the raw little-endian bytes. See docs/format.md.
+#include <unordered_map>
+
+#include "ckptfix/error.h"
+#include "formats/readers.h"
+#include "io/bytes.h"
+#include "model/torch_objects.h"
+#include "pickle/unpickler.h"
+
+namespace ckptfix {
+namespace {
+
+// 0x1950a86a20f9469cfc6c as pickle's LONG1 stores it: little-endian.
+constexpr unsigned char kMagic[] = {0x6c, 0xfc, 0x9c, 0x46, 0xf9, 0x20, 0x6a, 0xa8, 0x50, 0x19};
+constexpr int64_t kProtocolVersion = 1001;
+
+struct LegacyData {
+  uint64_t offset = 0;  // first data byte
+  uint64_t count = 0;   // elements, from the file
+};
+
+}  // namespace
+
+void read_legacy_checkpoint(Checkpoint::Impl& impl) {
+  impl.format = CheckpointFormat::kLegacy;
+  const InputFile& file = *impl.file;
+  const auto bytes = file.bytes();
+  uint64_t pos = 0;
+  ValueGraph scratch;  // the header pickles are not part of the checkpoint
+
+  UnpickleOptions options;
+  options.on_global = [&impl](const std::string& module, const std::string& name) {
+    refuse_dangerous_global(module, name);
+    impl.note_global(module, name);
+  };
+  auto next_pickle = [&](ValueGraph& graph, const char* what) -> Value* {
+    options.base_offset = pos;
+    try {
+      UnpickleResult r = unpickle(bytes.subspan(pos), graph, options);
+      pos += r.length;
+      if (&graph == &impl.graph) impl.protocol = r.protocol;
+      return r.root;
+    } catch (Error& e) {
+      // The unpickler reports "+<file offset>"; say which pickle it was in.
+      const std::string& at = e.location();
+      e.set_location(at.empty() || at[0] != '+' ? std::string("legacy ") + what + " pickle: " + at
+                                                : "offset " + at.substr(1) + " (legacy " + what + " pickle)");
+      throw;
+    }
+  };
+
+  const Value* magic = next_pickle(scratch, "magic number");
+  if (magic->kind != ValueKind::kBigInt || magic->text != std::string(reinterpret_cast<const char*>(kMagic), sizeof kMagic)) {
+    throw Error(ErrorKind::kNotCheckpoint,
+                "file is a pickle but not a torch.save checkpoint (the legacy magic number is missing)");
+  }
+  const Value* version = next_pickle(scratch, "protocol version");
+  if (version->kind != ValueKind::kInt || version->integer != kProtocolVersion) {
+    throw Error(ErrorKind::kUnsupported, "legacy protocol version is not 1001");
+  }
+  next_pickle(scratch, "sys_info");  // byte order of the data is little-endian regardless
+  impl.root = next_pickle(impl.graph, "object");
+  const Value* keys = next_pickle(scratch, "storage key list");
+  if (keys->kind != ValueKind::kList) throw Error(ErrorKind::kCorrupt, "legacy storage key list is not a list");
+
+  // Element sizes come from the persistent ids; the data section has only counts.
+  std::unordered_map<std::string, uint32_t> element_sizes;
+  impl.graph.for_each([&](Value& v) {
+    if (v.kind != ValueKind::kPersistentId || v.pid == nullptr) return;
+    if (auto pid = parse_storage_pid(*v.pid)) {
+      auto dtype = dtype_from_storage_class(pid->class_name);
+      element_sizes.emplace(pid->key, dtype ? element_size(*dtype) : 1);
+    }
+  });
+
+  std::unordered_map<std::string, LegacyData> data;
+  for (const Value* key : keys->items) {
+    if (!key->is_str() && key->kind != ValueKind::kPyStr) {
+      throw Error(ErrorKind::kCorrupt, "legacy storage key list holds a non-string key");
+    }
+    auto size = element_sizes.find(key->text);
+    if (size == element_sizes.end()) {
+      throw Error(ErrorKind::kCorrupt, "legacy storage key list names '" + key->text + "', which the pickle never uses");
+    }
+    const std::string what = "storage '" + key->text + "' data";
+    auto header = file.view(pos, 8, what + " header");
+    LegacyData d;
+    d.count = load_le<uint64_t>(header.data());
+    d.offset = pos + 8;
+    const auto length = checked_mul(d.count, size->second);
+    if (!length) throw Error(ErrorKind::kCorrupt, what + " at offset " + hex_offset(pos) + " has an absurd element count");
+    file.view(d.offset, *length, what);  // throws if truncated
+    pos = d.offset + *length;
+    data.emplace(key->text, d);
+  }
+
+  // Legacy files refer to nn.Module classes by ('module', cls, file, source)
+  // persistent ids; torch's loader returns cls. Zip files have no such ids,
+  // so make each one the class itself.
+  impl.graph.for_each([](Value& v) {
+    if (v.kind != ValueKind::kPersistentId || v.pid == nullptr || v.pid->kind != ValueKind::kTuple) return;
+    const auto& items = v.pid->items;
+    if (items.size() >= 2 && items[0]->is_str() && items[0]->text == "module" && items[1]->kind == ValueKind::kGlobal) {
+      const Value* cls = items[1];
+      v.kind = ValueKind::kGlobal;
+      v.text = cls->text;
+      v.name = cls->name;
+      v.pid = nullptr;
+    }
+  });
+
+  build_storage_table(impl, [&](const std::string& key) {
+    auto it = data.find(key);
+    if (it == data.end()) {
+      throw Error(ErrorKind::kCorrupt, "storage '" + key + "' is used by the pickle but has no data in the file");
+    }
+    LocatedData located;
+    located.source.encoding = StorageSource::Encoding::kStored;
+    located.source.offset = it->second.offset;
+    located.source.record = "storage '" + key + "' data";
+    const uint32_t elem = element_sizes.at(key);
+    located.source.length = it->second.count * elem;
+    located.available = located.source.length;
+    return located;
+  });
+  build_tensor_table(impl);
+}
+
+}  // namespace ckptfix

@@ -1,0 +1,102 @@
+// torch zip checkpoints: <root>/data.pkl, <root>/data/<key>, <root>/version,
+// and since torch 2.1 <root>/byteorder. See docs/format.md.
+#include <algorithm>
+
+#include "ckptfix/error.h"
+#include "formats/readers.h"
+#include "io/bytes.h"
+#include "model/torch_objects.h"
+#include "pickle/unpickler.h"
+
+namespace ckptfix {
+namespace {
+
+constexpr uint64_t kMaxPickleBytes = uint64_t{4} << 30;
+constexpr uint64_t kMaxSmallRecord = 4096;
+
+bool has_record_with_prefix(const ZipReader& zip, const std::string& prefix) {
+  return std::any_of(zip.entries().begin(), zip.entries().end(),
+                     [&](const ZipEntry& e) { return e.name.compare(0, prefix.size(), prefix) == 0; });
+}
+
+std::string trim(std::string s) {
+  while (!s.empty() && (s.back() == '\n' || s.back() == '\r' || s.back() == ' ')) s.pop_back();
+  return s;
+}
+
+}  // namespace
+
+void read_zip_checkpoint(Checkpoint::Impl& impl, const OpenOptions& options) {
+  impl.format = CheckpointFormat::kZip;
+  impl.zip = std::make_unique<ZipReader>(impl.file);
+  const ZipReader& zip = *impl.zip;
+  if (zip.entries().empty()) throw Error(ErrorKind::kCorrupt, "zip archive has no records");
+
+  // torch's reader takes the root from the first central directory entry.
+  const std::string& first = zip.entries().front().name;
+  const auto slash = first.find('/');
+  if (slash == std::string::npos) {
+    throw Error(ErrorKind::kNotCheckpoint, "zip archive's first record '" + first +
+                                               "' is not in a subdirectory, so this is not a torch checkpoint");
+  }
+  impl.archive_root = first.substr(0, slash);
+  const std::string root = impl.archive_root + "/";
+
+  if (zip.find(root + "constants.pkl") || has_record_with_prefix(zip, root + "code/")) {
+    throw Error(ErrorKind::kUnsupported,
+                "this is a TorchScript archive (torch.jit.save), not a torch.save checkpoint; load it with "
+                "torch.jit.load, or save model.state_dict() with torch.save and run ckptfix on that");
+  }
+  const ZipEntry* pickle = zip.find(root + "data.pkl");
+  if (pickle == nullptr) {
+    throw Error(ErrorKind::kNotCheckpoint, "zip archive has no record '" + root +
+                                               "data.pkl', so it is not a torch.save checkpoint");
+  }
+  if (!zip.find(root + "version") && !options.allow_missing_version) {
+    throw Error(ErrorKind::kCorrupt, "record '" + root + "version' is missing (torch refuses such files)");
+  }
+  if (const ZipEntry* order = zip.find(root + "byteorder")) {
+    const std::string value = trim(zip.read_all(*order, kMaxSmallRecord));
+    if (value == "big") {
+      impl.big_endian = true;
+    } else if (value != "little") {
+      throw Error(ErrorKind::kCorrupt, "byteorder record says '" + value + "', expected 'little' or 'big'")
+          .at(order->name);
+    }
+  }
+
+  const std::string pickle_bytes = zip.read_all(*pickle, kMaxPickleBytes);
+  UnpickleOptions unpickle_options;
+  unpickle_options.on_global = [&impl](const std::string& module, const std::string& name) {
+    refuse_dangerous_global(module, name);
+    impl.note_global(module, name);
+  };
+  try {
+    const UnpickleResult parsed = unpickle(as_bytes(pickle_bytes), impl.graph, unpickle_options);
+    impl.root = parsed.root;
+    impl.protocol = parsed.protocol;
+  } catch (Error& e) {
+    e.within(pickle->name);
+    throw;
+  }
+
+  build_storage_table(impl, [&](const std::string& key) {
+    const std::string name = root + "data/" + key;
+    const ZipEntry* entry = zip.find(name);
+    if (entry == nullptr) {
+      throw Error(ErrorKind::kCorrupt, "storage '" + key + "' is used by the pickle but record '" + name +
+                                           "' is missing from the archive");
+    }
+    LocatedData located;
+    located.source.encoding = entry->method == 0 ? StorageSource::Encoding::kStored : StorageSource::Encoding::kDeflated;
+    located.source.offset = entry->data_offset;
+    located.source.length = entry->compressed_size;
+    located.source.crc32 = entry->crc32;
+    located.source.record = entry->name;
+    located.available = entry->size;
+    return located;
+  });
+  build_tensor_table(impl);
+}
+
+}  // namespace ckptfix

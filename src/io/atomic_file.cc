@@ -1,0 +1,155 @@
+#include "io/atomic_file.h"
+
+#include <atomic>
+#include <cerrno>
+#include <csignal>
+#include <cstring>
+#include <fcntl.h>
+#include <sys/stat.h>
+#include <unistd.h>
+
+#include "ckptfix/error.h"
+
+namespace ckptfix {
+namespace {
+
+constexpr size_t kBufferSize = size_t{1} << 20;
+constexpr const char* kTempMarker = ".ckptfix-";
+constexpr const char* kTempSuffix = ".tmp";
+
+Error io_error(const std::string& what, const std::filesystem::path& file) {
+  return Error(ErrorKind::kIo, what + ": " + std::strerror(errno)).in_file(file.string());
+}
+
+std::string temp_prefix(const std::filesystem::path& target) {
+  return "." + target.filename().string() + kTempMarker;
+}
+
+bool process_alive(long pid) {
+  if (pid <= 0) return false;
+  return ::kill(static_cast<pid_t>(pid), 0) == 0 || errno == EPERM;
+}
+
+void sync_directory(const std::filesystem::path& dir) {
+  const int fd = ::open(dir.empty() ? "." : dir.c_str(), O_RDONLY | O_DIRECTORY | O_CLOEXEC);
+  if (fd >= 0) {
+    ::fsync(fd);
+    ::close(fd);
+  }
+}
+
+}  // namespace
+
+FileSink::FileSink(int fd, std::string name)
+    : fd_(fd), name_(std::move(name)), buffer_(new std::byte[kBufferSize]) {}
+
+FileSink::~FileSink() = default;
+
+void FileSink::write_fully(const std::byte* data, size_t size) {
+  while (size > 0) {
+    const ssize_t n = ::write(fd_, data, size);
+    if (n < 0) {
+      if (errno == EINTR) continue;
+      throw io_error("write failed", name_);
+    }
+    data += n;
+    size -= static_cast<size_t>(n);
+  }
+}
+
+void FileSink::write(std::span<const std::byte> data) {
+  position_ += data.size();
+  if (used_ + data.size() <= kBufferSize) {
+    std::memcpy(buffer_.get() + used_, data.data(), data.size());
+    used_ += data.size();
+    return;
+  }
+  flush();
+  if (data.size() >= kBufferSize) {
+    write_fully(data.data(), data.size());
+  } else {
+    std::memcpy(buffer_.get(), data.data(), data.size());
+    used_ = data.size();
+  }
+}
+
+void FileSink::flush() {
+  if (used_ == 0) return;
+  write_fully(buffer_.get(), used_);
+  used_ = 0;
+}
+
+AtomicFile::AtomicFile(std::filesystem::path target, bool overwrite)
+    : target_(std::move(target)), overwrite_(overwrite) {
+  std::error_code ec;
+  if (!overwrite_ && std::filesystem::exists(target_, ec)) {
+    throw Error(ErrorKind::kExists, "output exists; use --force to overwrite it").in_file(target_.string());
+  }
+  for (const auto& stale : stale_temporaries(target_)) std::filesystem::remove(stale, ec);
+
+  const std::filesystem::path dir = target_.parent_path();
+  // pid (to tell stale files from live ones) and a per-process counter (to
+  // keep concurrent writers in one process apart).
+  static std::atomic<unsigned> counter{0};
+  temp_ = dir / (temp_prefix(target_) + std::to_string(::getpid()) + "-" + std::to_string(counter++) + kTempSuffix);
+  // Keep the target's permissions when replacing it (e.g. --in-place).
+  mode_t mode = 0666;
+  struct stat st {};
+  if (::stat(target_.c_str(), &st) == 0) mode = st.st_mode & 07777;
+  const int fd = ::open(temp_.c_str(), O_WRONLY | O_CREAT | O_EXCL | O_CLOEXEC, mode);
+  if (fd < 0) throw io_error("cannot create a temporary file beside the output", temp_);
+  if (mode != 0666) ::fchmod(fd, mode);
+  sink_ = std::make_unique<FileSink>(fd, temp_.string());
+}
+
+AtomicFile::~AtomicFile() {
+  if (sink_) ::close(sink_->fd());
+  if (!committed_) {
+    std::error_code ec;
+    std::filesystem::remove(temp_, ec);
+  }
+}
+
+ByteSink& AtomicFile::sink() { return *sink_; }
+
+void AtomicFile::flush() { sink_->flush(); }
+
+void AtomicFile::commit() {
+  sink_->flush();
+  if (::fsync(sink_->fd()) != 0) throw io_error("fsync failed", temp_);
+  if (overwrite_) {
+    if (::rename(temp_.c_str(), target_.c_str()) != 0) throw io_error("cannot rename the finished file into place", target_);
+  } else {
+    // renameat2(RENAME_NOREPLACE) is not everywhere; link() also refuses to replace.
+    if (::link(temp_.c_str(), target_.c_str()) != 0) {
+      if (errno == EEXIST) {
+        throw Error(ErrorKind::kExists, "output appeared while writing; use --force to overwrite it")
+            .in_file(target_.string());
+      }
+      throw io_error("cannot move the finished file into place", target_);
+    }
+    ::unlink(temp_.c_str());
+  }
+  committed_ = true;
+  sync_directory(target_.parent_path());
+}
+
+std::vector<std::filesystem::path> AtomicFile::stale_temporaries(const std::filesystem::path& target) {
+  std::vector<std::filesystem::path> out;
+  const std::filesystem::path dir = target.parent_path().empty() ? "." : target.parent_path();
+  const std::string prefix = temp_prefix(target);
+  std::error_code ec;
+  for (const auto& entry : std::filesystem::directory_iterator(dir, ec)) {
+    const std::string name = entry.path().filename().string();
+    if (name.size() <= prefix.size() + 4 || name.compare(0, prefix.size(), prefix) != 0) continue;
+    if (name.compare(name.size() - 4, 4, kTempSuffix) != 0) continue;
+    const std::string id = name.substr(prefix.size(), name.size() - prefix.size() - 4);  // "<pid>-<n>"
+    char* end = nullptr;
+    const long value = std::strtol(id.c_str(), &end, 10);
+    if (id.empty() || *end != '-') continue;
+    if (!process_alive(value)) out.push_back(target.parent_path() / name);
+  }
+  return out;
+}
+
+}  // namespace ckptfix

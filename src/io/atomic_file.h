@@ -1,0 +1,71 @@
+// Writing an output file so that it is never seen half-written.
+//
+// Bytes go to a temporary file in the target's directory, named
+// ".<target name>.ckptfix-<pid>-<n>.tmp" so a leftover from a killed run is
+// recognisable. commit() flushes, fsyncs, renames it over the target (or,
+// without overwrite, fails if the target appeared meanwhile) and fsyncs the
+// directory. Destroying an AtomicFile that was not committed removes the
+// temporary file, so failures leave nothing behind and never touch the target.
+#pragma once
+
+#include <filesystem>
+#include <memory>
+#include <string>
+#include <vector>
+
+#include "io/byte_sink.h"
+
+namespace ckptfix {
+
+class FileSink;
+
+class AtomicFile {
+ public:
+  /// Creates the temporary file. Throws Error(kExists) if the target exists
+  /// and `overwrite` is false, Error(kIo) if the directory is not writable.
+  /// Removes stale temporaries of the same target left by dead processes.
+  AtomicFile(std::filesystem::path target, bool overwrite);
+  ~AtomicFile();
+  AtomicFile(const AtomicFile&) = delete;
+  AtomicFile& operator=(const AtomicFile&) = delete;
+
+  ByteSink& sink();
+  const std::filesystem::path& target() const { return target_; }
+  const std::filesystem::path& temp_path() const { return temp_; }
+  /// Flushes buffered bytes so the temporary file can be re-read.
+  void flush();
+  /// Makes the new file the target. After this the destructor does nothing.
+  void commit();
+
+  /// Temporaries of `target` whose writer process is gone (for tests and cleanup).
+  static std::vector<std::filesystem::path> stale_temporaries(const std::filesystem::path& target);
+
+ private:
+  std::filesystem::path target_;
+  std::filesystem::path temp_;
+  bool overwrite_;
+  bool committed_ = false;
+  std::unique_ptr<FileSink> sink_;
+};
+
+/// A buffered sink on a file descriptor.
+class FileSink final : public ByteSink {
+ public:
+  FileSink(int fd, std::string name);
+  ~FileSink() override;
+  void write(std::span<const std::byte> data) override;
+  uint64_t position() const override { return position_; }
+  void flush();
+  int fd() const { return fd_; }
+
+ private:
+  void write_fully(const std::byte* data, size_t size);
+
+  int fd_;
+  std::string name_;
+  uint64_t position_ = 0;
+  std::unique_ptr<std::byte[]> buffer_;
+  size_t used_ = 0;
+};
+
+}  // namespace ckptfix

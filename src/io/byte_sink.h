@@ -1,0 +1,34 @@
+// Where written bytes go: a file (through AtomicFile), memory (tests), or a
+// sink that fails on purpose (fault-injection tests).
+#pragma once
+
+#include <cstddef>
+#include <cstdint>
+#include <span>
+#include <string>
+
+namespace ckptfix {
+
+class ByteSink {
+ public:
+  virtual ~ByteSink() = default;
+  /// Appends all of `data` or throws ckptfix::Error.
+  virtual void write(std::span<const std::byte> data) = 0;
+  /// Bytes written so far.
+  virtual uint64_t position() const = 0;
+};
+
+/// Collects everything in memory.
+class MemorySink final : public ByteSink {
+ public:
+  void write(std::span<const std::byte> data) override {
+    bytes_.append(reinterpret_cast<const char*>(data.data()), data.size());
+  }
+  uint64_t position() const override { return bytes_.size(); }
+  const std::string& bytes() const { return bytes_; }
+
+ private:
+  std::string bytes_;
+};
+
+}  // namespace ckptfix

@@ -1,0 +1,85 @@
+#include "io/input_file.h"
+
+#include <cerrno>
+#include <cstring>
+#include <fcntl.h>
+#include <sys/mman.h>
+#include <sys/stat.h>
+#include <unistd.h>
+
+#include "ckptfix/error.h"
+
+namespace ckptfix {
+
+std::shared_ptr<const InputFile> InputFile::open(const std::filesystem::path& path) {
+  std::shared_ptr<InputFile> file(new InputFile());
+  file->path_ = path;
+  file->name_ = path.string();
+  file->fd_ = ::open(path.c_str(), O_RDONLY | O_CLOEXEC);
+  if (file->fd_ < 0) {
+    throw Error(ErrorKind::kIo, std::string("cannot open: ") + std::strerror(errno)).in_file(file->name_);
+  }
+  struct stat st {};
+  if (::fstat(file->fd_, &st) != 0) {
+    throw Error(ErrorKind::kIo, std::string("cannot stat: ") + std::strerror(errno)).in_file(file->name_);
+  }
+  if (S_ISDIR(st.st_mode)) {
+    throw Error(ErrorKind::kNotCheckpoint, "is a directory (use --recursive to process the files in it)")
+        .in_file(file->name_);
+  }
+  if (!S_ISREG(st.st_mode)) {
+    throw Error(ErrorKind::kNotCheckpoint, "not a regular file").in_file(file->name_);
+  }
+  file->size_ = static_cast<uint64_t>(st.st_size);
+  if (file->size_ > 0) {
+    void* base = ::mmap(nullptr, file->size_, PROT_READ, MAP_SHARED, file->fd_, 0);
+    if (base == MAP_FAILED) {
+      throw Error(ErrorKind::kIo, std::string("cannot map: ") + std::strerror(errno)).in_file(file->name_);
+    }
+    file->base_ = static_cast<const std::byte*>(base);
+  }
+  return file;
+}
+
+InputFile::~InputFile() {
+  if (base_ != nullptr) ::munmap(const_cast<std::byte*>(base_), size_);
+  if (fd_ >= 0) ::close(fd_);
+}
+
+std::span<const std::byte> InputFile::view(uint64_t offset, uint64_t length, std::string_view what) const {
+  if (offset > size_ || length > size_ - offset) {
+    throw Error(ErrorKind::kCorrupt, std::string(what) + " at offset " + hex_offset(offset) + " (" +
+                                         std::to_string(length) + " bytes) extends past the end of the file (" +
+                                         std::to_string(size_) + " bytes); the file is truncated or damaged")
+        .in_file(name_);
+  }
+  return {base_ + offset, static_cast<size_t>(length)};
+}
+
+void InputFile::read(uint64_t offset, std::span<std::byte> out, std::string_view what) const {
+  if (offset > size_ || out.size() > size_ - offset) {
+    view(offset, out.size(), what);  // throws the truncation error
+  }
+  size_t done = 0;
+  while (done < out.size()) {
+    ssize_t n = ::pread(fd_, out.data() + done, out.size() - done, static_cast<off_t>(offset + done));
+    if (n < 0) {
+      if (errno == EINTR) continue;
+      throw Error(ErrorKind::kIo, std::string("read failed: ") + std::strerror(errno))
+          .in_file(name_)
+          .at(std::string(what));
+    }
+    if (n == 0) {
+      throw Error(ErrorKind::kCorrupt, "unexpected end of file (the file shrank while being read)")
+          .in_file(name_)
+          .at(std::string(what));
+    }
+    done += static_cast<size_t>(n);
+  }
+}
+
+void InputFile::advise_sequential(uint64_t offset, uint64_t length) const {
+  ::posix_fadvise(fd_, static_cast<off_t>(offset), static_cast<off_t>(length), POSIX_FADV_SEQUENTIAL);
+}
+
+}  // namespace ckptfix

@@ -1,0 +1,59 @@
+// A read-only input file: mapped for the small structures ckptfix parses
+// (zip directories, pickles), read with pread for the bulk tensor bytes.
+//
+// Why both: the mapping makes random access to headers and pickles simple
+// and costs nothing until a page is touched; streaming gigabytes of tensor
+// data through the mapping would leave every touched page resident in this
+// process, so bulk data goes through pread into a small reused buffer.
+#pragma once
+
+#include <cstddef>
+#include <cstdint>
+#include <filesystem>
+#include <memory>
+#include <span>
+#include <string>
+#include <string_view>
+
+namespace ckptfix {
+
+class InputFile {
+ public:
+  /// Opens and maps `path`. Throws Error(kIo) naming the file on failure,
+  /// Error(kNotCheckpoint) for directories and other non-regular files.
+  static std::shared_ptr<const InputFile> open(const std::filesystem::path& path);
+
+  ~InputFile();
+  InputFile(const InputFile&) = delete;
+  InputFile& operator=(const InputFile&) = delete;
+
+  /// The path as given, for messages.
+  const std::string& name() const { return name_; }
+  const std::filesystem::path& path() const { return path_; }
+  uint64_t size() const { return size_; }
+  int fd() const { return fd_; }
+
+  /// A view of [offset, offset+length) of the mapping. Throws Error(kCorrupt)
+  /// "<what> at <offset> extends past the end of the file" when out of range.
+  std::span<const std::byte> view(uint64_t offset, uint64_t length, std::string_view what) const;
+
+  /// Whole-file view (empty for an empty file).
+  std::span<const std::byte> bytes() const { return {base_, static_cast<size_t>(size_)}; }
+
+  /// Reads exactly out.size() bytes at offset (pread loop). Throws on short reads.
+  void read(uint64_t offset, std::span<std::byte> out, std::string_view what) const;
+
+  /// Tells the kernel a range will be read once, front to back.
+  void advise_sequential(uint64_t offset, uint64_t length) const;
+
+ private:
+  InputFile() = default;
+
+  std::filesystem::path path_;
+  std::string name_;
+  int fd_ = -1;
+  uint64_t size_ = 0;
+  const std::byte* base_ = nullptr;
+};
+
+}  // namespace ckptfix

@@ -1,0 +1,87 @@
+#include <algorithm>
+
+#include "ckptfix/error.h"
+#include "formats/readers.h"
+#include "io/bytes.h"
+#include "model/checkpoint_impl.h"
+#include "model/torch_objects.h"
+#include "pickle/global_policy.h"
+#include "storage/storage_reader.h"
+
+namespace ckptfix {
+
+std::string_view format_name(CheckpointFormat format) {
+  return format == CheckpointFormat::kZip ? "zip" : "legacy";
+}
+
+void Checkpoint::Impl::note_global(const std::string& module, const std::string& name) {
+  for (const GlobalRef& g : globals) {
+    if (g.module == module && g.name == name) return;
+  }
+  globals.push_back({module, name, classify_global(module, name) == GlobalSafety::kSafe});
+}
+
+Checkpoint::Checkpoint(std::unique_ptr<Impl> impl) : impl_(std::move(impl)) {}
+Checkpoint::Checkpoint(Checkpoint&&) noexcept = default;
+Checkpoint& Checkpoint::operator=(Checkpoint&&) noexcept = default;
+Checkpoint::~Checkpoint() = default;
+
+Checkpoint Checkpoint::open(const std::filesystem::path& path, const OpenOptions& options) {
+  auto impl = std::make_unique<Impl>();
+  impl->file = InputFile::open(path);
+  try {
+    read_any_checkpoint(*impl, options);
+    Checkpoint checkpoint(std::move(impl));
+    validate_tensor_views(checkpoint);
+    return checkpoint;
+  } catch (Error& e) {
+    e.in_file(path.string());
+    throw;
+  }
+}
+
+const std::string& Checkpoint::file_name() const { return impl_->file->name(); }
+uint64_t Checkpoint::file_size() const { return impl_->file->size(); }
+CheckpointFormat Checkpoint::format() const { return impl_->format; }
+const std::string& Checkpoint::archive_root() const { return impl_->archive_root; }
+bool Checkpoint::big_endian() const { return impl_->big_endian; }
+int Checkpoint::pickle_protocol() const { return impl_->protocol; }
+Value* Checkpoint::root() const { return impl_->root; }
+ValueGraph& Checkpoint::graph() { return impl_->graph; }
+std::vector<Storage>& Checkpoint::storages() { return impl_->storages; }
+const std::vector<Storage>& Checkpoint::storages() const { return impl_->storages; }
+std::vector<Tensor>& Checkpoint::tensors() { return impl_->tensors; }
+const std::vector<Tensor>& Checkpoint::tensors() const { return impl_->tensors; }
+const std::vector<GlobalRef>& Checkpoint::globals() const { return impl_->globals; }
+
+const Tensor* Checkpoint::tensor_of(const Value* v) const {
+  auto it = impl_->tensor_by_value.find(v);
+  return it == impl_->tensor_by_value.end() ? nullptr : &impl_->tensors[it->second];
+}
+
+std::vector<std::string> Checkpoint::record_names() const {
+  std::vector<std::string> names;
+  if (impl_->zip) {
+    for (const ZipEntry& e : impl_->zip->entries()) names.push_back(e.name);
+  }
+  return names;
+}
+
+void Checkpoint::read_storage(size_t storage, uint64_t offset, std::span<std::byte> out) const {
+  const Storage& s = impl_->storages.at(storage);
+  StorageReader reader(*impl_->file, s);
+  reader.skip(offset);
+  if (reader.read(out) != out.size()) {
+    throw Error(ErrorKind::kInvalidArgument, "read past the end of storage '" + s.key + "'").in_file(file_name());
+  }
+}
+
+std::span<const std::byte> Checkpoint::map_storage(size_t storage) const {
+  const Storage& s = impl_->storages.at(storage);
+  if (s.source.encoding != StorageSource::Encoding::kStored || s.big_endian) return {};
+  return impl_->file->view(s.source.offset, s.nbytes, s.source.record);
+}
+
+std::shared_ptr<const void> Checkpoint::mapping_owner() const { return impl_->file; }
+
+}  // namespace ckptfix

@@ -1,0 +1,118 @@
+#include "ckptfix/dtype.h"
+
+#include <array>
+
+namespace ckptfix {
+namespace {
+
+struct DTypeInfo {
+  DType dtype;
+  const char* name;
+  uint32_t size;
+  const char* storage_class;  // nullptr: no typed storage class
+  const char* alias;          // torch attribute alias, or nullptr
+};
+
+constexpr std::array kTable = {
+    DTypeInfo{DType::kFloat16, "float16", 2, "HalfStorage", "half"},
+    DTypeInfo{DType::kBFloat16, "bfloat16", 2, "BFloat16Storage", nullptr},
+    DTypeInfo{DType::kFloat32, "float32", 4, "FloatStorage", "float"},
+    DTypeInfo{DType::kFloat64, "float64", 8, "DoubleStorage", "double"},
+    DTypeInfo{DType::kInt8, "int8", 1, "CharStorage", nullptr},
+    DTypeInfo{DType::kUInt8, "uint8", 1, "ByteStorage", nullptr},
+    DTypeInfo{DType::kInt16, "int16", 2, "ShortStorage", "short"},
+    DTypeInfo{DType::kInt32, "int32", 4, "IntStorage", "int"},
+    DTypeInfo{DType::kInt64, "int64", 8, "LongStorage", "long"},
+    DTypeInfo{DType::kBool, "bool", 1, "BoolStorage", nullptr},
+    DTypeInfo{DType::kComplex32, "complex32", 4, "ComplexHalfStorage", "chalf"},
+    DTypeInfo{DType::kComplex64, "complex64", 8, "ComplexFloatStorage", "cfloat"},
+    DTypeInfo{DType::kComplex128, "complex128", 16, "ComplexDoubleStorage", "cdouble"},
+    DTypeInfo{DType::kQInt8, "qint8", 1, "QInt8Storage", nullptr},
+    DTypeInfo{DType::kQUInt8, "quint8", 1, "QUInt8Storage", nullptr},
+    DTypeInfo{DType::kQInt32, "qint32", 4, "QInt32Storage", nullptr},
+    DTypeInfo{DType::kQUInt4x2, "quint4x2", 1, "QUInt4x2Storage", nullptr},
+    DTypeInfo{DType::kQUInt2x4, "quint2x4", 1, "QUInt2x4Storage", nullptr},
+    DTypeInfo{DType::kUInt16, "uint16", 2, nullptr, nullptr},
+    DTypeInfo{DType::kUInt32, "uint32", 4, nullptr, nullptr},
+    DTypeInfo{DType::kUInt64, "uint64", 8, nullptr, nullptr},
+    DTypeInfo{DType::kFloat8E4M3Fn, "float8_e4m3fn", 1, nullptr, nullptr},
+    DTypeInfo{DType::kFloat8E5M2, "float8_e5m2", 1, nullptr, nullptr},
+    DTypeInfo{DType::kFloat8E4M3Fnuz, "float8_e4m3fnuz", 1, nullptr, nullptr},
+    DTypeInfo{DType::kFloat8E5M2Fnuz, "float8_e5m2fnuz", 1, nullptr, nullptr},
+    DTypeInfo{DType::kFloat8E8M0Fnu, "float8_e8m0fnu", 1, nullptr, nullptr},
+    DTypeInfo{DType::kFloat4E2M1FnX2, "float4_e2m1fn_x2", 1, nullptr, nullptr},
+    DTypeInfo{DType::kBits8, "bits8", 1, nullptr, nullptr},
+    DTypeInfo{DType::kBits16, "bits16", 2, nullptr, nullptr},
+    DTypeInfo{DType::kBits1x8, "bits1x8", 1, nullptr, nullptr},
+    DTypeInfo{DType::kBits2x4, "bits2x4", 1, nullptr, nullptr},
+    DTypeInfo{DType::kBits4x2, "bits4x2", 1, nullptr, nullptr},
+    DTypeInfo{DType::kUntyped, "untyped", 1, "UntypedStorage", nullptr},
+};
+
+const DTypeInfo& info(DType d) {
+  for (const auto& i : kTable) {
+    if (i.dtype == d) return i;
+  }
+  return kTable.back();
+}
+
+}  // namespace
+
+std::string_view dtype_name(DType dtype) { return info(dtype).name; }
+uint32_t element_size(DType dtype) { return info(dtype).size; }
+
+bool is_castable_float(DType d) {
+  return d == DType::kFloat16 || d == DType::kBFloat16 || d == DType::kFloat32 || d == DType::kFloat64;
+}
+
+bool is_floating(DType d) {
+  switch (d) {
+    case DType::kFloat8E4M3Fn:
+    case DType::kFloat8E5M2:
+    case DType::kFloat8E4M3Fnuz:
+    case DType::kFloat8E5M2Fnuz:
+    case DType::kFloat8E8M0Fnu:
+    case DType::kFloat4E2M1FnX2: return true;
+    default: return is_castable_float(d);
+  }
+}
+
+uint32_t swap_unit(DType d) {
+  switch (d) {
+    case DType::kComplex32:
+    case DType::kComplex64:
+    case DType::kComplex128: return element_size(d) / 2;
+    default: return element_size(d);
+  }
+}
+
+std::optional<std::string_view> storage_class_name(DType dtype) {
+  const auto& i = info(dtype);
+  if (i.storage_class == nullptr) return std::nullopt;
+  return std::string_view(i.storage_class);
+}
+
+std::optional<DType> dtype_from_storage_class(std::string_view name) {
+  for (const auto& i : kTable) {
+    if (i.storage_class != nullptr && name == i.storage_class) return i.dtype;
+  }
+  return std::nullopt;
+}
+
+std::optional<DType> dtype_from_torch_attribute(std::string_view name) {
+  for (const auto& i : kTable) {
+    if (i.dtype == DType::kUntyped) continue;
+    if (name == i.name || (i.alias != nullptr && name == i.alias)) return i.dtype;
+  }
+  return std::nullopt;
+}
+
+std::optional<DType> parse_dtype(std::string_view text) {
+  if (text == "fp16") return DType::kFloat16;
+  if (text == "bf16") return DType::kBFloat16;
+  if (text == "fp32") return DType::kFloat32;
+  if (text == "fp64") return DType::kFloat64;
+  return dtype_from_torch_attribute(text);
+}
+
+}  // namespace ckptfix

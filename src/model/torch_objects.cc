@@ -1,0 +1,253 @@
+#include "model/torch_objects.h"
+
+#include <unordered_map>
+
+#include "ckptfix/error.h"
+#include "io/bytes.h"
+
+namespace ckptfix {
+namespace {
+
+Error corrupt(std::string message) { return Error(ErrorKind::kCorrupt, std::move(message)); }
+
+bool as_int(const Value* v, int64_t& out) {
+  if (v == nullptr || v->kind != ValueKind::kInt) return false;
+  out = v->integer;
+  return true;
+}
+
+bool as_int_tuple(const Value* v, std::vector<int64_t>& out) {
+  if (v == nullptr || (v->kind != ValueKind::kTuple && v->kind != ValueKind::kList)) return false;
+  out.clear();
+  for (const Value* item : v->items) {
+    int64_t i;
+    if (!as_int(item, i)) return false;
+    out.push_back(i);
+  }
+  return true;
+}
+
+bool as_bool(const Value* v, bool& out) {
+  if (v == nullptr) return false;
+  if (v->kind == ValueKind::kBool) {
+    out = v->boolean;
+    return true;
+  }
+  if (v->kind == ValueKind::kInt) {  // protocol 0 files may spell bools as ints
+    out = v->integer != 0;
+    return true;
+  }
+  return false;
+}
+
+// A dense or quantized rebuild call, parsed. Returns false if `v` is not one.
+bool parse_rebuild(Checkpoint::Impl& impl, Value& v, Tensor& t) {
+  if (v.kind != ValueKind::kObject || v.callable == nullptr || v.callable->kind != ValueKind::kGlobal) return false;
+  if (v.callable->text != "torch._utils") return false;
+  const std::string& fn = v.callable->name;
+  size_t min_args = 0;
+  if (fn == "_rebuild_tensor") {
+    min_args = 4;
+  } else if (fn == "_rebuild_tensor_v2") {
+    min_args = 6;
+  } else if (fn == "_rebuild_tensor_v3") {
+    min_args = 7;
+  } else if (fn == "_rebuild_qtensor") {
+    min_args = 7;
+  } else {
+    return false;
+  }
+  const auto& a = v.args->items;
+  auto bad = [&](const std::string& what) {
+    return corrupt("malformed " + fn + " call: " + what);
+  };
+  if (a.size() < min_args) throw bad("expected at least " + std::to_string(min_args) + " arguments, found " + std::to_string(a.size()));
+  if (a[0]->kind != ValueKind::kPersistentId || a[0]->storage < 0) throw bad("first argument is not a storage");
+  t.value = &v;
+  t.rebuild = &v;
+  t.storage = a[0]->storage;
+  if (!as_int(a[1], t.storage_offset)) throw bad("storage offset is not an integer");
+  if (!as_int_tuple(a[2], t.shape)) throw bad("size is not a tuple of integers");
+  if (!as_int_tuple(a[3], t.stride)) throw bad("stride is not a tuple of integers");
+  const Storage& s = impl.storages[static_cast<size_t>(t.storage)];
+  t.dtype = s.dtype;
+  if (fn == "_rebuild_tensor_v2" || fn == "_rebuild_tensor_v3") {
+    if (!as_bool(a[4], t.requires_grad)) throw bad("requires_grad is not a bool");
+  }
+  if (fn == "_rebuild_qtensor") {
+    t.kind = TensorKind::kQuantized;
+    if (!as_bool(a[5], t.requires_grad)) throw bad("requires_grad is not a bool");
+  }
+  if (fn == "_rebuild_tensor_v3") {
+    const Value* d = a[6];
+    std::optional<DType> dtype;
+    if (d->kind == ValueKind::kGlobal && d->text == "torch") dtype = dtype_from_torch_attribute(d->name);
+    if (!dtype) throw bad("dtype argument is not a torch dtype");
+    t.dtype = *dtype;
+    t.dtype_arg = a[6];
+  }
+  return true;
+}
+
+}  // namespace
+
+uint64_t Storage::output_nbytes() const {
+  if (!cast_to) return nbytes;
+  return nbytes / element_size(dtype) * element_size(*cast_to);
+}
+
+uint64_t Tensor::numel() const {
+  uint64_t n = 1;
+  for (int64_t d : shape) n *= static_cast<uint64_t>(d);
+  return n;
+}
+
+uint64_t Tensor::nbytes() const { return numel() * element_size(dtype); }
+
+std::optional<StoragePid> parse_storage_pid(const Value& pid) {
+  if (pid.kind != ValueKind::kTuple || pid.items.empty()) return std::nullopt;
+  const Value* tag = pid.items[0];
+  if (!tag->is_str() || tag->text != "storage") return std::nullopt;
+  const auto& a = pid.items;
+  if (a.size() != 5 && a.size() != 6) {
+    throw corrupt("storage persistent id has " + std::to_string(a.size()) + " fields, expected 5 (zip) or 6 (legacy)");
+  }
+  StoragePid out;
+  if (a[1]->kind != ValueKind::kGlobal) throw corrupt("storage persistent id: second field is not a storage class");
+  out.class_module = a[1]->text;
+  out.class_name = a[1]->name;
+  if (a[2]->is_str() || a[2]->kind == ValueKind::kPyStr) {
+    out.key = a[2]->text;
+  } else if (a[2]->kind == ValueKind::kInt) {
+    out.key = std::to_string(a[2]->integer);
+  } else {
+    throw corrupt("storage persistent id: key is not a string");
+  }
+  if (!a[3]->is_str() && a[3]->kind != ValueKind::kPyStr) throw corrupt("storage persistent id: location is not a string");
+  out.location = a[3]->text;
+  int64_t numel;
+  if (!as_int(a[4], numel) || numel < 0) throw corrupt("storage persistent id: element count is not a non-negative integer");
+  out.numel = static_cast<uint64_t>(numel);
+  if (a.size() == 6) out.view_metadata = a[5];
+  return out;
+}
+
+void build_storage_table(Checkpoint::Impl& impl, const std::function<LocatedData(const std::string&)>& locate) {
+  std::unordered_map<std::string, int32_t> by_key;
+  impl.graph.for_each([&](Value& v) {
+    if (v.kind != ValueKind::kPersistentId || v.pid == nullptr) return;
+    std::optional<StoragePid> pid = parse_storage_pid(*v.pid);
+    if (!pid) return;
+    if (pid->view_metadata != nullptr && pid->view_metadata->kind != ValueKind::kNone) {
+      throw Error(ErrorKind::kUnsupported, "storage '" + pid->key +
+                                               "' is a storage view (saved by torch < 0.4), which is not supported; "
+                                               "re-save the checkpoint with a newer torch");
+    }
+    auto [it, inserted] = by_key.emplace(pid->key, static_cast<int32_t>(impl.storages.size()));
+    if (!inserted) {
+      const Storage& s = impl.storages[static_cast<size_t>(it->second)];
+      if (s.numel != pid->numel || s.location != pid->location) {
+        throw corrupt("storage '" + pid->key + "' is described twice with different sizes or locations");
+      }
+      v.storage = it->second;
+      return;
+    }
+    Storage s;
+    s.key = pid->key;
+    s.location = pid->location;
+    s.numel = pid->numel;
+    if (pid->class_name == "UntypedStorage") {
+      s.untyped = true;
+      s.dtype = DType::kUntyped;
+    } else if (auto d = dtype_from_storage_class(pid->class_name)) {
+      s.dtype = *d;
+    } else {
+      throw Error(ErrorKind::kUnsupported, "storage '" + pid->key + "' has unknown storage class '" +
+                                               pid->class_module + "." + pid->class_name + "'");
+    }
+    const auto nbytes = checked_mul(s.numel, element_size(s.dtype));
+    if (!nbytes) throw corrupt("storage '" + pid->key + "' element count overflows");
+    s.nbytes = *nbytes;
+    s.big_endian = impl.big_endian;
+    LocatedData data = locate(s.key);
+    if (data.available != s.nbytes) {
+      throw corrupt("storage '" + s.key + "' needs " + std::to_string(s.nbytes) + " bytes (" + std::to_string(s.numel) +
+                    " x " + std::string(dtype_name(s.dtype)) + ") but its data has " + std::to_string(data.available) +
+                    " bytes")
+          .at(data.source.record);
+    }
+    s.source = std::move(data.source);
+    impl.storages.push_back(std::move(s));
+    v.storage = it->second;
+  });
+}
+
+void build_tensor_table(Checkpoint::Impl& impl) {
+  // Pass 1: rebuild calls, in pickle order.
+  impl.graph.for_each([&](Value& v) {
+    Tensor t;
+    if (!parse_rebuild(impl, v, t)) return;
+    Storage& s = impl.storages[static_cast<size_t>(t.storage)];
+    if (s.untyped && s.dtype == DType::kUntyped) s.dtype = t.dtype;  // v3: the tensor tells the type
+    impl.tensor_by_value.emplace(&v, impl.tensors.size());
+    impl.tensors.push_back(std::move(t));
+  });
+  // Pass 2: Parameters wrap a tensor; the Parameter is the tensor's position.
+  impl.graph.for_each([&](Value& v) {
+    if (!v.is_call_to("torch._utils", "_rebuild_parameter") &&
+        !v.is_call_to("torch._utils", "_rebuild_parameter_with_state")) {
+      return;
+    }
+    const auto& a = v.args->items;
+    if (a.size() < 3) throw corrupt("malformed _rebuild_parameter call: expected 3 or 4 arguments");
+    auto inner = impl.tensor_by_value.find(a[0]);
+    if (inner == impl.tensor_by_value.end()) return;  // wraps something we do not model
+    Tensor& t = impl.tensors[inner->second];
+    t.value = &v;
+    t.parameter = true;
+    if (!as_bool(a[1], t.requires_grad)) throw corrupt("malformed _rebuild_parameter call: requires_grad is not a bool");
+    impl.tensor_by_value.emplace(&v, inner->second);
+  });
+}
+
+void validate_tensor_views(const Checkpoint& checkpoint) {
+  const auto& tensors = checkpoint.tensors();
+  const auto& storages = checkpoint.storages();
+  std::vector<bool> checked(tensors.size(), false);
+  for (const TensorPosition& pos : checkpoint.tensor_positions()) {
+    if (checked[pos.tensor]) continue;
+    checked[pos.tensor] = true;
+    const Tensor& t = tensors[pos.tensor];
+    const Storage& s = storages[static_cast<size_t>(t.storage)];
+    auto fail = [&](const std::string& what) {
+      throw Error(ErrorKind::kCorrupt, what).at("key '" + path_to_string(pos.path) + "'");
+    };
+    if (t.shape.size() != t.stride.size()) {
+      fail("tensor has " + std::to_string(t.shape.size()) + " sizes but " + std::to_string(t.stride.size()) + " strides");
+    }
+    if (t.storage_offset < 0) fail("tensor has a negative storage offset");
+    uint64_t last = static_cast<uint64_t>(t.storage_offset);
+    bool empty = false;
+    for (size_t i = 0; i < t.shape.size(); ++i) {
+      if (t.shape[i] < 0) fail("tensor has a negative size");
+      if (t.stride[i] < 0) fail("tensor has a negative stride");
+      if (t.shape[i] == 0) empty = true;
+    }
+    if (empty) continue;
+    for (size_t i = 0; i < t.shape.size(); ++i) {
+      const auto step = checked_mul(static_cast<uint64_t>(t.shape[i] - 1), static_cast<uint64_t>(t.stride[i]));
+      const auto next = step ? checked_add(last, *step) : std::nullopt;
+      if (!next) fail("tensor view size overflows");
+      last = *next;
+    }
+    const uint32_t elem = element_size(t.dtype);
+    const uint64_t capacity = elem == 0 ? 0 : s.nbytes / elem;
+    if (last >= capacity) {
+      fail("tensor view (offset " + std::to_string(t.storage_offset) + ", shape " + std::to_string(t.shape.size()) +
+           "-d) needs element " + std::to_string(last) + " but storage '" + s.key + "' has only " +
+           std::to_string(capacity) + " elements");
+    }
+  }
+}
+
+}  // namespace ckptfix

@@ -1,0 +1,48 @@
+// Recognising torch's objects in a value graph: storages (persistent ids)
+// and tensors (_rebuild_tensor* calls, Parameters, quantized tensors).
+#pragma once
+
+#include <cstdint>
+#include <functional>
+#include <optional>
+#include <string>
+
+#include "model/checkpoint_impl.h"
+
+namespace ckptfix {
+
+/// The fields of a torch storage persistent id:
+/// ('storage', <storage class>, key, location, numel[, view_metadata]).
+struct StoragePid {
+  std::string class_module;  ///< "torch" (or "torch.cuda" in very old files)
+  std::string class_name;    ///< "FloatStorage", "UntypedStorage", ...
+  std::string key;
+  std::string location;
+  uint64_t numel = 0;
+  const Value* view_metadata = nullptr;  ///< legacy 6th field; must be None
+};
+
+/// Parses a persistent id value. Returns nullopt when it is not a storage
+/// id (e.g. the legacy ('module', ...) ids); throws Error(kCorrupt) when it
+/// claims to be a storage but is malformed.
+std::optional<StoragePid> parse_storage_pid(const Value& pid);
+
+/// Where a storage's data is and how many bytes are actually there.
+struct LocatedData {
+  StorageSource source;
+  uint64_t available = 0;  ///< bytes of (uncompressed) data present for it
+};
+
+/// Builds impl.storages from every storage persistent id in the graph and
+/// points each kPersistentId value at its storage. `locate(key)` finds the
+/// data of a key (throws if absent). Checks the sizes agree.
+void build_storage_table(Checkpoint::Impl& impl, const std::function<LocatedData(const std::string& key)>& locate);
+
+/// Builds impl.tensors from the rebuild calls in the graph.
+void build_tensor_table(Checkpoint::Impl& impl);
+
+/// Checks every tensor reachable from the root fits inside its storage;
+/// errors name the tensor's path.
+void validate_tensor_views(const Checkpoint& checkpoint);
+
+}  // namespace ckptfix

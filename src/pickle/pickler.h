@@ -1,0 +1,36 @@
+// Writes a ValueGraph back as a protocol-2 pickle.
+//
+// The output follows what CPython's pickler does for the same objects at
+// protocol 2, so that torch 1.13 and later read it, including under
+// weights_only=True: every str, tuple, list, dict, global and call result is
+// memoized (BINPUT) and repeated references become BINGET, ints use the
+// smallest of BININT1/BININT2/BININT/LONG1, floats are BINFLOAT, objects are
+// written as callable, args, REDUCE/NEWOBJ, then APPENDS, SETITEMS, BUILD.
+// Values that protocol 2 cannot spell directly are written the way CPython
+// writes them at protocol 2: bytes as _codecs.encode(latin-1 str,'latin1'),
+// sets as builtins.set([...]), cls.__new__ with keywords via
+// copyreg.__newobj_ex__.
+//
+// Persistent ids are written by a caller-supplied function: torch storages
+// are re-described from the checkpoint's storage table at write time, which
+// is how remapping and casting change them.
+#pragma once
+
+#include <functional>
+#include <string>
+
+#include "ckptfix/value.h"
+
+namespace ckptfix {
+
+struct PickleWriterOptions {
+  /// Writes the persistent id for a kPersistentId value by calling
+  /// `save` on a value to pickle (before BINPERSID is appended).
+  std::function<void(const Value& pid_value, const std::function<void(Value*)>& save)> persistent_id;
+};
+
+/// Serializes root and everything reachable from it. Throws Error(kUnsupported)
+/// for graphs pickle cannot express (a tuple that contains itself).
+std::string pickle_protocol2(Value* root, const PickleWriterOptions& options = {});
+
+}  // namespace ckptfix

@@ -1,0 +1,28 @@
+// Text conversions the pickle layer needs: protocol 0's quoted string and
+// raw-unicode-escape literals, big decimal integers, and latin-1 <-> UTF-8
+// (protocol 2 spells bytes as _codecs.encode(<latin-1 str>, 'latin1')).
+#pragma once
+
+#include <string>
+#include <string_view>
+
+namespace ckptfix {
+
+/// Decodes a protocol 0 STRING argument: a Python 2 repr, quoted with ' or ".
+bool decode_python_string_literal(std::string_view quoted, std::string& out);
+
+/// Decodes protocol 0 UNICODE (raw-unicode-escape) into UTF-8.
+bool decode_raw_unicode_escape(std::string_view text, std::string& utf8);
+
+/// Converts a decimal integer literal (optional sign) into minimal
+/// little-endian two's complement bytes, as pickle's LONG1 stores them.
+bool decimal_to_le_twos_complement(std::string_view decimal, std::string& out);
+
+/// Each byte becomes the code point of the same value, UTF-8 encoded.
+std::string latin1_to_utf8(std::string_view bytes);
+
+/// Appends the UTF-8 encoding of a code point (surrogates are encoded as
+/// Python's 'surrogatepass' does, so lone surrogates survive a round trip).
+void append_utf8(std::string& out, uint32_t code_point);
+
+}  // namespace ckptfix

@@ -1,0 +1,44 @@
+// A pickle reader that builds a ValueGraph and never executes anything.
+//
+// It implements the opcodes of protocols 0 to 5 (CPython's pickle.py is the
+// reference for their meaning). Where CPython would import a module or call
+// a function, this reader records a Global or an Object value instead.
+// Every Global is checked against the global policy as soon as it is read,
+// so a dangerous pickle fails before anything else happens.
+//
+// Not supported, with a clear error: the copyreg extension registry
+// (EXT1/2/4) and out-of-band buffers (NEXT_BUFFER, READONLY_BUFFER), which
+// torch.save never produces.
+#pragma once
+
+#include <cstdint>
+#include <functional>
+#include <span>
+#include <string>
+
+#include "ckptfix/value.h"
+
+namespace ckptfix {
+
+struct UnpickleResult {
+  Value* root = nullptr;
+  uint64_t length = 0;  ///< bytes consumed, STOP included
+  int protocol = 0;     ///< from PROTO, 0 or 1 when absent
+};
+
+struct UnpickleOptions {
+  /// Added to offsets in messages (a pickle embedded in a larger file).
+  uint64_t base_offset = 0;
+  /// Called for every Global as it is read (module, name); may throw.
+  /// The default refuses dangerous globals.
+  std::function<void(const std::string&, const std::string&)> on_global;
+};
+
+/// Parses one pickle from the start of `bytes` up to its STOP opcode.
+/// Errors carry the location "+0x<offset>" of the offending opcode.
+UnpickleResult unpickle(std::span<const std::byte> bytes, ValueGraph& graph, const UnpickleOptions& options = {});
+
+/// The default global check: throws Error(kUnsafe) naming a dangerous global.
+void refuse_dangerous_global(const std::string& module, const std::string& name);
+
+}  // namespace ckptfix

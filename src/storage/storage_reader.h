@@ -1,0 +1,38 @@
+// Streams one storage's bytes out of the input file, front to back, in the
+// byte order every writer uses (little-endian): pread for stored data, zlib
+// for deflated records, and a byte swap when the input is big-endian.
+#pragma once
+
+#include <cstdint>
+#include <memory>
+#include <span>
+
+#include "ckptfix/checkpoint.h"
+#include "io/input_file.h"
+#include "zip/inflate.h"
+
+namespace ckptfix {
+
+class StorageReader {
+ public:
+  StorageReader(const InputFile& file, const Storage& storage);
+
+  /// Fills `out` with the next bytes; returns how many (fewer only at the
+  /// end). For big-endian inputs `out.size()` must be a multiple of the
+  /// element size (whole elements are swapped).
+  uint64_t read(std::span<std::byte> out);
+  /// Skips n bytes (for big-endian inputs a multiple of the element size).
+  void skip(uint64_t n);
+  uint64_t remaining() const { return storage_.nbytes - position_; }
+
+ private:
+  const InputFile& file_;
+  const Storage& storage_;
+  uint64_t position_ = 0;
+  std::unique_ptr<Inflater> inflater_;
+};
+
+/// Reverses the bytes of each `unit`-byte word in place.
+void byteswap_in_place(std::span<std::byte> data, uint32_t unit);
+
+}  // namespace ckptfix

@@ -1,0 +1,40 @@
+#include "write/storage_copier.h"
+
+#include <algorithm>
+#include <xxhash.h>
+
+#include "ckptfix/error.h"
+#include "convert/convert.h"
+#include "storage/storage_reader.h"
+
+namespace ckptfix {
+
+StorageCopier::StorageCopier(std::shared_ptr<const InputFile> input)
+    : input_(std::move(input)), in_(kChunkBytes), out_(kChunkBytes * 4) {}
+
+uint64_t StorageCopier::copy(const Storage& storage, const std::function<void(std::span<const std::byte>)>& emit) {
+  StorageReader reader(*input_, storage);
+  std::unique_ptr<XXH3_state_t, decltype(&XXH3_freeState)> hash(XXH3_createState(), XXH3_freeState);
+  XXH3_64bits_reset(hash.get());
+  const DType from = storage.dtype;
+  const DType to = storage.output_dtype();
+  const bool convert = from != to;
+  // Whole elements per chunk, so conversion and byte swapping never split one.
+  const size_t in_size = element_size(from);
+  const size_t out_size = element_size(to);
+  const size_t chunk = kChunkBytes / 16 * 16;
+  while (reader.remaining() > 0) {
+    const uint64_t n = reader.read(std::span(in_).first(std::min<uint64_t>(chunk, reader.remaining())));
+    std::span<const std::byte> bytes(in_.data(), n);
+    if (convert) {
+      const size_t count = n / in_size;
+      convert_elements(from, to, in_.data(), out_.data(), count);
+      bytes = std::span<const std::byte>(out_.data(), count * out_size);
+    }
+    XXH3_64bits_update(hash.get(), bytes.data(), bytes.size());
+    emit(bytes);
+  }
+  return XXH3_64bits_digest(hash.get());
+}
+
+}  // namespace ckptfix

@@ -1,0 +1,33 @@
+// Moves one storage's bytes from the input to the writer in fixed-size
+// chunks, converting element types on the way when the cast pass asked for
+// it, and hashing what it emits (the expected hash the verifier checks).
+// Memory use is the two chunk buffers, whatever the storage's size.
+#pragma once
+
+#include <cstdint>
+#include <functional>
+#include <memory>
+#include <span>
+#include <vector>
+
+#include "ckptfix/checkpoint.h"
+#include "io/input_file.h"
+
+namespace ckptfix {
+
+class StorageCopier {
+ public:
+  static constexpr size_t kChunkBytes = size_t{4} << 20;
+
+  explicit StorageCopier(std::shared_ptr<const InputFile> input);
+
+  /// Streams the output bytes of `storage` to `emit`; returns their XXH3-64.
+  uint64_t copy(const Storage& storage, const std::function<void(std::span<const std::byte>)>& emit);
+
+ private:
+  std::shared_ptr<const InputFile> input_;
+  std::vector<std::byte> in_;
+  std::vector<std::byte> out_;
+};
+
+}  // namespace ckptfix

@@ -1,0 +1,231 @@
+#include "zip/zip_reader.h"
+
+#include <algorithm>
+
+#include "ckptfix/error.h"
+#include "io/bytes.h"
+#include "zip/inflate.h"
+
+namespace ckptfix {
+namespace {
+
+constexpr uint32_t kLocalHeaderSig = 0x04034b50;
+constexpr uint32_t kCentralHeaderSig = 0x02014b50;
+constexpr uint32_t kEocdSig = 0x06054b50;
+constexpr uint32_t kZip64EocdSig = 0x06064b50;
+constexpr uint32_t kZip64LocatorSig = 0x07064b50;
+constexpr uint64_t kLocalHeaderSize = 30;
+constexpr uint64_t kCentralHeaderSize = 46;
+constexpr uint64_t kEocdSize = 22;
+constexpr uint64_t kZip64EocdSize = 56;
+constexpr uint64_t kZip64LocatorSize = 20;
+constexpr uint16_t kZip64ExtraId = 0x0001;
+
+Error corrupt(std::string message) { return Error(ErrorKind::kCorrupt, std::move(message)); }
+
+}  // namespace
+
+bool looks_like_zip(std::span<const std::byte> head) {
+  return head.size() >= 4 && load_le<uint32_t>(head.data()) == kLocalHeaderSig;
+}
+
+ZipReader::ZipReader(std::shared_ptr<const InputFile> file) : file_(std::move(file)) {
+  try {
+    read_end_records();
+    read_central_directory();
+  } catch (Error& e) {
+    e.in_file(file_->name());
+    throw;
+  }
+}
+
+void ZipReader::read_end_records() {
+  const uint64_t size = file_->size();
+  if (size < kEocdSize) {
+    throw corrupt("zip archive is " + std::to_string(size) +
+                  " bytes, too short to hold an end of central directory record; the file is truncated");
+  }
+  // The EOCD ends the file unless a comment follows it (torch writes none).
+  const uint64_t scan_start = size > kEocdSize + 0xFFFF ? size - kEocdSize - 0xFFFF : 0;
+  auto tail = file_->view(scan_start, size - scan_start, "end of archive");
+  uint64_t eocd = UINT64_MAX;
+  for (uint64_t i = tail.size() - kEocdSize + 1; i-- > 0;) {
+    if (load_le<uint32_t>(tail.data() + i) != kEocdSig) continue;
+    const uint16_t comment_len = load_le<uint16_t>(tail.data() + i + 20);
+    if (i + kEocdSize + comment_len == tail.size()) {
+      eocd = scan_start + i;
+      break;
+    }
+  }
+  if (eocd == UINT64_MAX) {
+    throw corrupt("no end of central directory record found (failed finding central directory); "
+                  "the file is truncated or is not a zip archive");
+  }
+  layout_.eocd_offset = eocd;
+  auto rec = file_->view(eocd, kEocdSize, "end of central directory record");
+  const uint16_t disk = load_le<uint16_t>(rec.data() + 4);
+  const uint16_t cd_disk = load_le<uint16_t>(rec.data() + 6);
+  uint64_t count = load_le<uint16_t>(rec.data() + 10);
+  uint64_t cd_size = load_le<uint32_t>(rec.data() + 12);
+  uint64_t cd_offset = load_le<uint32_t>(rec.data() + 16);
+
+  // A zip64 locator immediately before the EOCD points at the zip64 EOCD.
+  if (eocd >= kZip64LocatorSize) {
+    auto loc = file_->view(eocd - kZip64LocatorSize, kZip64LocatorSize, "zip64 end of central directory locator");
+    if (load_le<uint32_t>(loc.data()) == kZip64LocatorSig) {
+      const uint64_t z64 = load_le<uint64_t>(loc.data() + 8);
+      auto z = file_->view(z64, kZip64EocdSize, "zip64 end of central directory record");
+      if (load_le<uint32_t>(z.data()) != kZip64EocdSig) {
+        throw corrupt("zip64 end of central directory record expected at offset " + hex_offset(z64) +
+                      " (from the locator) but its signature is missing");
+      }
+      layout_.has_zip64_eocd = true;
+      count = load_le<uint64_t>(z.data() + 32);
+      cd_size = load_le<uint64_t>(z.data() + 40);
+      cd_offset = load_le<uint64_t>(z.data() + 48);
+      if (load_le<uint64_t>(z.data() + 24) != count) {
+        throw corrupt("zip64 end record: entries on this disk differ from total entries (multi-disk archives are not supported)");
+      }
+    }
+  }
+  if (!layout_.has_zip64_eocd && (disk != 0 || cd_disk != 0)) {
+    throw corrupt("multi-disk zip archives are not supported");
+  }
+  const auto cd_end = checked_add(cd_offset, cd_size);
+  if (!cd_end || *cd_end > layout_.eocd_offset) {
+    throw corrupt("central directory at offset " + hex_offset(cd_offset) + " (" + std::to_string(cd_size) +
+                  " bytes) overlaps the end records or the end of the file; the file is truncated or damaged");
+  }
+  // Every entry needs at least a 46-byte header, so the count is bounded by the size.
+  if (count > cd_size / kCentralHeaderSize) {
+    throw corrupt("central directory claims " + std::to_string(count) + " entries but is only " +
+                  std::to_string(cd_size) + " bytes");
+  }
+  layout_.central_directory_offset = cd_offset;
+  layout_.central_directory_size = cd_size;
+  entry_count_ = count;
+}
+
+void ZipReader::read_central_directory() {
+  auto cd = file_->view(layout_.central_directory_offset, layout_.central_directory_size, "central directory");
+  uint64_t pos = 0;
+  entries_.reserve(entry_count_);
+  for (uint64_t index = 0; index < entry_count_; ++index) {
+    const uint64_t at = layout_.central_directory_offset + pos;
+    auto where = [&] { return "central directory entry " + std::to_string(index) + " at offset " + hex_offset(at); };
+    if (cd.size() - pos < kCentralHeaderSize) throw corrupt(where() + ": header runs past the central directory");
+    const std::byte* h = cd.data() + pos;
+    if (load_le<uint32_t>(h) != kCentralHeaderSig) throw corrupt(where() + ": bad signature (bad central directory)");
+    ZipEntry e;
+    e.central_offset = at;
+    e.flags = load_le<uint16_t>(h + 8);
+    e.method = load_le<uint16_t>(h + 10);
+    e.crc32 = load_le<uint32_t>(h + 16);
+    e.compressed_size = load_le<uint32_t>(h + 20);
+    e.size = load_le<uint32_t>(h + 24);
+    const uint16_t name_len = load_le<uint16_t>(h + 28);
+    const uint16_t extra_len = load_le<uint16_t>(h + 30);
+    const uint16_t comment_len = load_le<uint16_t>(h + 32);
+    e.header_offset = load_le<uint32_t>(h + 42);
+    const uint64_t total = kCentralHeaderSize + name_len + extra_len + comment_len;
+    if (cd.size() - pos < total) throw corrupt(where() + ": name or extra field runs past the central directory");
+    e.name.assign(reinterpret_cast<const char*>(h + kCentralHeaderSize), name_len);
+
+    // zip64 extra: present fields follow the order usize, csize, offset, and
+    // only for the fixed fields that hold 0xFFFFFFFF. miniz writes csize
+    // whenever it writes usize, so accept that extra member too.
+    const std::byte* extra = h + kCentralHeaderSize + name_len;
+    for (uint64_t x = 0; x + 4 <= extra_len;) {
+      const uint16_t id = load_le<uint16_t>(extra + x);
+      const uint16_t len = load_le<uint16_t>(extra + x + 2);
+      if (x + 4 + len > extra_len) throw corrupt(where() + ": extra field runs past its declared length");
+      if (id == kZip64ExtraId) {
+        const std::byte* f = extra + x + 4;
+        uint64_t available = len / 8, used = 0;
+        const bool need_size = e.size == 0xFFFFFFFF;
+        const bool need_csize = e.compressed_size == 0xFFFFFFFF;
+        const bool need_offset = e.header_offset == 0xFFFFFFFF;
+        const bool csize_anyway = need_size && !need_csize && available >= 2u + (need_offset ? 1u : 0u);
+        auto next = [&]() -> uint64_t {
+          if (used >= available) throw corrupt(where() + ": zip64 extra field is too short");
+          return load_le<uint64_t>(f + 8 * used++);
+        };
+        if (need_size) e.size = next();
+        if (need_csize) e.compressed_size = next();
+        else if (csize_anyway) next();
+        if (need_offset) e.header_offset = next();
+        e.zip64 = true;
+      }
+      x += 4 + len;
+    }
+    if (e.flags & 0x1) throw Error(ErrorKind::kUnsupported, "record '" + e.name + "' is encrypted");
+    if (e.method != 0 && e.method != 8) {
+      throw Error(ErrorKind::kUnsupported, "record '" + e.name + "' uses compression method " +
+                                               std::to_string(e.method) + " (only stored and deflated are supported)");
+    }
+    if (e.method == 0 && e.compressed_size != e.size) {
+      throw corrupt(where() + ": stored record '" + e.name + "' has compressed size " +
+                    std::to_string(e.compressed_size) + " != size " + std::to_string(e.size));
+    }
+    locate_data(e);
+    entries_.push_back(std::move(e));
+    pos += total;
+  }
+  for (size_t i = 0; i < entries_.size(); ++i) {
+    if (!by_name_.emplace(entries_[i].name, i).second) {
+      throw corrupt("record '" + entries_[i].name + "' appears twice in the central directory");
+    }
+  }
+}
+
+void ZipReader::locate_data(ZipEntry& e) const {
+  auto h = file_->view(e.header_offset, kLocalHeaderSize, "local header of '" + e.name + "'");
+  if (load_le<uint32_t>(h.data()) != kLocalHeaderSig) {
+    throw corrupt("local header of '" + e.name + "' expected at offset " + hex_offset(e.header_offset) +
+                  " (from the central directory) but its signature is missing");
+  }
+  const uint16_t name_len = load_le<uint16_t>(h.data() + 26);
+  const uint16_t extra_len = load_le<uint16_t>(h.data() + 28);
+  auto name = file_->view(e.header_offset + kLocalHeaderSize, name_len, "local header name of '" + e.name + "'");
+  if (as_chars(name) != e.name) {
+    throw corrupt("local header at offset " + hex_offset(e.header_offset) + " names '" + std::string(as_chars(name)) +
+                  "' but the central directory says '" + e.name + "'");
+  }
+  e.data_offset = e.header_offset + kLocalHeaderSize + name_len + extra_len;
+  const auto end = checked_add(e.data_offset, e.compressed_size);
+  if (!end || *end > layout_.central_directory_offset) {
+    throw corrupt("record '" + e.name + "' data at offset " + hex_offset(e.data_offset) + " (" +
+                  std::to_string(e.compressed_size) + " bytes) runs past the start of the central directory at " +
+                  hex_offset(layout_.central_directory_offset));
+  }
+}
+
+const ZipEntry* ZipReader::find(std::string_view name) const {
+  auto it = by_name_.find(name);
+  return it == by_name_.end() ? nullptr : &entries_[it->second];
+}
+
+std::string ZipReader::read_all(const ZipEntry& entry, uint64_t max_size) const {
+  if (entry.size > max_size) {
+    throw Error(ErrorKind::kUnsupported, "record is " + std::to_string(entry.size) + " bytes, more than the " +
+                                             std::to_string(max_size) + " bytes allowed for it")
+        .in_file(file_->name())
+        .at(entry.name);
+  }
+  auto raw = file_->view(entry.data_offset, entry.compressed_size, entry.name);
+  if (entry.method == 0) return std::string(as_chars(raw));
+  std::string out(entry.size, '\0');
+  try {
+    Inflater inflater(raw);
+    const uint64_t got = inflater.read(std::span(reinterpret_cast<std::byte*>(out.data()), out.size()));
+    if (got != entry.size || !inflater.done()) {
+      throw corrupt("deflated data does not match the declared size " + std::to_string(entry.size));
+    }
+  } catch (Error& e) {
+    e.in_file(file_->name()).at(entry.name);
+    throw;
+  }
+  return out;
+}
+
+}  // namespace ckptfix

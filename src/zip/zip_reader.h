@@ -1,0 +1,84 @@
+// Zip reader for torch checkpoints.
+//
+// Format notes (see docs/format.md for the full story):
+//  * The end of central directory record (EOCD, "PK\5\6") is found by
+//    scanning backwards over the last 64 KiB + 22 bytes. When a zip64
+//    locator ("PK\6\7") sits just before it, the zip64 EOCD ("PK\6\6") it
+//    points at is authoritative; torch always writes one.
+//  * Sizes and CRCs come from the central directory: torch's local headers
+//    hold zeros there (general purpose bit 3, a data descriptor follows the
+//    data). Fields set to 0xFFFFFFFF are found in the zip64 extra (0x0001).
+//  * The data offset comes from the local header: it is
+//    header offset + 30 + name length + *local* extra length, and torch's
+//    local extra (the "FB" padding field that 64-byte aligns the data) is
+//    absent from the central directory.
+//  * Records are found by name, never by position.
+// Every offset and size read from the file is checked before use.
+#pragma once
+
+#include <cstdint>
+#include <memory>
+#include <string>
+#include <string_view>
+#include <unordered_map>
+#include <vector>
+
+#include "io/input_file.h"
+
+namespace ckptfix {
+
+/// One member of the archive, as the central directory describes it.
+struct ZipEntry {
+  std::string name;
+  uint16_t method = 0;        ///< 0 stored, 8 deflated
+  uint16_t flags = 0;
+  uint32_t crc32 = 0;         ///< 0 may mean "not computed" (torch >= 2.6 option)
+  uint64_t compressed_size = 0;
+  uint64_t size = 0;          ///< uncompressed size
+  uint64_t header_offset = 0; ///< local header
+  uint64_t data_offset = 0;   ///< first byte of the (compressed) data
+  uint64_t central_offset = 0;///< this entry's central directory header
+  bool zip64 = false;         ///< sizes or offset came from a zip64 extra
+};
+
+/// Facts about the archive as a whole, for inspect and verify.
+struct ZipLayout {
+  uint64_t central_directory_offset = 0;
+  uint64_t central_directory_size = 0;
+  uint64_t eocd_offset = 0;
+  bool has_zip64_eocd = false;
+};
+
+class ZipReader {
+ public:
+  /// Parses the directory of `file`. Throws Error(kCorrupt) naming the
+  /// structure and offset on any inconsistency.
+  explicit ZipReader(std::shared_ptr<const InputFile> file);
+
+  const std::vector<ZipEntry>& entries() const { return entries_; }
+  const ZipLayout& layout() const { return layout_; }
+  const InputFile& file() const { return *file_; }
+
+  /// The entry called exactly `name`, or nullptr.
+  const ZipEntry* find(std::string_view name) const;
+
+  /// The whole (inflated) content of an entry; throws if it is larger than
+  /// max_size. For the small records (data.pkl, version, byteorder).
+  std::string read_all(const ZipEntry& entry, uint64_t max_size) const;
+
+ private:
+  void read_end_records();
+  void read_central_directory();
+  void locate_data(ZipEntry& entry) const;
+
+  std::shared_ptr<const InputFile> file_;
+  ZipLayout layout_;
+  uint64_t entry_count_ = 0;
+  std::vector<ZipEntry> entries_;
+  std::unordered_map<std::string_view, size_t> by_name_;
+};
+
+/// True when the first bytes are a zip local header signature.
+bool looks_like_zip(std::span<const std::byte> head);
+
+}  // namespace ckptfix

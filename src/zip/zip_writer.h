@@ -1,0 +1,64 @@
+// Zip writer producing the layout torch's own writer (caffe2 inline_container
+// over miniz) produces, so torch and other tools that assume it read the
+// result the same way:
+//
+//  * every record stored (no compression), general purpose flags 0x0808
+//    (data descriptor follows, UTF-8 names), version needed 0, DOS time 0;
+//  * CRC and sizes 0 in the local header, real values in a "PK\7\8" data
+//    descriptor after the data (16 bytes, 24 when zip64) and in the central
+//    directory; a record of size 0 has no descriptor (flags 0x0800);
+//  * each local header carries an extra field "FB" + length + 'Z' padding
+//    so the record's data starts on a multiple of 64 bytes (written even
+//    when no padding is needed); a zip64 extra (sizes >= 4 GiB and/or
+//    header offset >= 4 GiB) precedes it;
+//  * the central directory has zip64 extras only where a field overflows,
+//    and the archive always ends with zip64 end record + locator + end record.
+#pragma once
+
+#include <cstdint>
+#include <span>
+#include <string>
+#include <vector>
+
+#include "io/byte_sink.h"
+
+namespace ckptfix {
+
+/// What was written for one record (for verification and reports).
+struct WrittenRecord {
+  std::string name;
+  uint64_t header_offset = 0;
+  uint64_t data_offset = 0;
+  uint64_t size = 0;
+  uint32_t crc32 = 0;
+};
+
+class ZipWriter {
+ public:
+  static constexpr uint32_t kAlignment = 64;
+
+  explicit ZipWriter(ByteSink& sink);
+
+  /// Starts a record of exactly `size` bytes (the size decides zip64 fields
+  /// and padding up front, as torch's writer does).
+  void begin(const std::string& name, uint64_t size);
+  /// Appends data to the current record.
+  void write(std::span<const std::byte> data);
+  /// Ends the current record (checks all `size` bytes were written).
+  void end();
+  /// A whole small record at once.
+  void add(const std::string& name, std::span<const std::byte> data);
+  /// Writes the central directory and end records.
+  void finish();
+
+  const std::vector<WrittenRecord>& records() const { return records_; }
+
+ private:
+  ByteSink& sink_;
+  std::vector<WrittenRecord> records_;
+  bool in_record_ = false;
+  uint64_t written_in_record_ = 0;
+  uint32_t crc_ = 0;
+};
+
+}  // namespace ckptfix
