@@ -130,6 +130,8 @@ class Checkpoint {
   /// Opens `path`, detecting the format. Throws ckptfix::Error naming the
   /// file and, where known, the record, offset or key.
   static Checkpoint open(const std::filesystem::path& path, const OpenOptions& options = {});
+  /// Opens a checkpoint held in memory; `name` is used in messages.
+  static Checkpoint from_bytes(std::string bytes, std::string name, const OpenOptions& options = {});
 
   Checkpoint(Checkpoint&&) noexcept;
   Checkpoint& operator=(Checkpoint&&) noexcept;

@@ -26,7 +26,11 @@ void print_error(const std::exception& e) { std::cerr << "ckptfix: error: " << e
 
 void print_warning(const std::string& message) { std::cerr << "ckptfix: warning: " << message << std::endl; }
 
-int exit_code_for(const Error& e) { return e.kind() == ErrorKind::kInvalidArgument ? kExitUsage : kExitFailed; }
+int exit_code_for(const Error& e) {
+  // Both are fixed by changing the command line, not the input.
+  const bool usage = e.kind() == ErrorKind::kInvalidArgument || e.kind() == ErrorKind::kExists;
+  return usage ? kExitUsage : kExitFailed;
+}
 
 nlohmann::json path_to_json(const Path& path) {
   nlohmann::json out = nlohmann::json::array();

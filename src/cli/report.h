@@ -24,7 +24,8 @@ std::string human_bytes(uint64_t bytes);
 void print_error(const std::exception& e);
 void print_warning(const std::string& message);
 
-/// Usage errors (bad option values) exit with 2; everything else with 1.
+/// Usage errors (bad option values, an output that exists without --force)
+/// exit with 2; everything else with 1.
 int exit_code_for(const Error& e);
 
 /// ["state_dict", "conv.weight"] / [0, 1] as a JSON array.

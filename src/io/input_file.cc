@@ -41,8 +41,18 @@ std::shared_ptr<const InputFile> InputFile::open(const std::filesystem::path& pa
   return file;
 }
 
+std::shared_ptr<const InputFile> InputFile::from_memory(std::string bytes, std::string name) {
+  std::shared_ptr<InputFile> file(new InputFile());
+  file->memory_ = std::move(bytes);
+  file->name_ = std::move(name);
+  file->path_ = file->name_;
+  file->size_ = file->memory_.size();
+  file->base_ = reinterpret_cast<const std::byte*>(file->memory_.data());
+  return file;
+}
+
 InputFile::~InputFile() {
-  if (base_ != nullptr) ::munmap(const_cast<std::byte*>(base_), size_);
+  if (base_ != nullptr && fd_ >= 0) ::munmap(const_cast<std::byte*>(base_), size_);
   if (fd_ >= 0) ::close(fd_);
 }
 
@@ -59,6 +69,10 @@ std::span<const std::byte> InputFile::view(uint64_t offset, uint64_t length, std
 void InputFile::read(uint64_t offset, std::span<std::byte> out, std::string_view what) const {
   if (offset > size_ || out.size() > size_ - offset) {
     view(offset, out.size(), what);  // throws the truncation error
+  }
+  if (fd_ < 0) {  // in memory
+    std::memcpy(out.data(), base_ + offset, out.size());
+    return;
   }
   size_t done = 0;
   while (done < out.size()) {
@@ -79,6 +93,7 @@ void InputFile::read(uint64_t offset, std::span<std::byte> out, std::string_view
 }
 
 void InputFile::advise_sequential(uint64_t offset, uint64_t length) const {
+  if (fd_ < 0) return;
   ::posix_fadvise(fd_, static_cast<off_t>(offset), static_cast<off_t>(length), POSIX_FADV_SEQUENTIAL);
 }
 

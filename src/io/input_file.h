@@ -23,6 +23,9 @@ class InputFile {
   /// Error(kNotCheckpoint) for directories and other non-regular files.
   static std::shared_ptr<const InputFile> open(const std::filesystem::path& path);
 
+  /// An in-memory "file" (tests, and callers that already hold the bytes).
+  static std::shared_ptr<const InputFile> from_memory(std::string bytes, std::string name);
+
   ~InputFile();
   InputFile(const InputFile&) = delete;
   InputFile& operator=(const InputFile&) = delete;
@@ -54,6 +57,7 @@ class InputFile {
   int fd_ = -1;
   uint64_t size_ = 0;
   const std::byte* base_ = nullptr;
+  std::string memory_;  // owns the bytes of an in-memory file
 };
 
 }  // namespace ckptfix

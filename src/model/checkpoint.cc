@@ -1,4 +1,5 @@
 #include <algorithm>
+#include <functional>
 
 #include "ckptfix/error.h"
 #include "formats/readers.h"
@@ -26,18 +27,33 @@ Checkpoint::Checkpoint(Checkpoint&&) noexcept = default;
 Checkpoint& Checkpoint::operator=(Checkpoint&&) noexcept = default;
 Checkpoint::~Checkpoint() = default;
 
-Checkpoint Checkpoint::open(const std::filesystem::path& path, const OpenOptions& options) {
-  auto impl = std::make_unique<Impl>();
-  impl->file = InputFile::open(path);
+namespace {
+
+Checkpoint open_input(std::shared_ptr<const InputFile> file, const OpenOptions& options,
+                      const std::function<Checkpoint(std::unique_ptr<Checkpoint::Impl>)>& wrap) {
+  auto impl = std::make_unique<Checkpoint::Impl>();
+  impl->file = std::move(file);
+  const std::string name = impl->file->name();
   try {
     read_any_checkpoint(*impl, options);
-    Checkpoint checkpoint(std::move(impl));
+    Checkpoint checkpoint = wrap(std::move(impl));
     validate_tensor_views(checkpoint);
     return checkpoint;
   } catch (Error& e) {
-    e.in_file(path.string());
+    e.in_file(name);
     throw;
   }
+}
+
+}  // namespace
+
+Checkpoint Checkpoint::open(const std::filesystem::path& path, const OpenOptions& options) {
+  return open_input(InputFile::open(path), options, [](auto impl) { return Checkpoint(std::move(impl)); });
+}
+
+Checkpoint Checkpoint::from_bytes(std::string bytes, std::string name, const OpenOptions& options) {
+  return open_input(InputFile::from_memory(std::move(bytes), std::move(name)), options,
+                    [](auto impl) { return Checkpoint(std::move(impl)); });
 }
 
 const std::string& Checkpoint::file_name() const { return impl_->file->name(); }

@@ -1,6 +1,7 @@
 #include "write/checkpoint_writer.h"
 
 #include <memory>
+#include <unordered_map>
 #include <xxhash.h>
 
 #include "ckptfix/error.h"
@@ -19,7 +20,17 @@ PickledObject pickle_checkpoint(const Checkpoint& checkpoint) {
   const auto& storages = checkpoint.storages();
   std::vector<int64_t> output_key(storages.size(), -1);
   // Values built for persistent ids live here, apart from the input graph.
+  // Reusing one Value per distinct string or class lets the pickler refer
+  // back to it (BINGET), as CPython does for torch's interned strings.
   ValueGraph scratch;
+  Value* storage_tag = scratch.make_str("storage");
+  std::unordered_map<std::string, Value*> classes, locations;
+  std::vector<Value*> keys(storages.size(), nullptr);
+  auto cached = [&](std::unordered_map<std::string, Value*>& cache, const std::string& text, auto make) {
+    auto it = cache.find(text);
+    if (it == cache.end()) it = cache.emplace(text, make()).first;
+    return it->second;
+  };
 
   PickleWriterOptions options;
   options.persistent_id = [&](const Value& v, const std::function<void(Value*)>& save) {
@@ -40,9 +51,12 @@ PickledObject pickle_checkpoint(const Checkpoint& checkpoint) {
                                                " has no typed storage class to write");
     }
     const uint64_t numel = s.untyped ? s.output_nbytes() : s.output_nbytes() / element_size(dtype);
-    Value* pid = scratch.make_tuple({scratch.make_str("storage"), scratch.make_global("torch", std::string(*class_name)),
-                                     scratch.make_str(std::to_string(output_key[index])), scratch.make_str(s.location),
-                                     scratch.make_int(static_cast<int64_t>(numel))});
+    if (keys[index] == nullptr) keys[index] = scratch.make_str(std::to_string(output_key[index]));
+    const std::string cls(*class_name);
+    Value* pid = scratch.make_tuple(
+        {storage_tag, cached(classes, cls, [&] { return scratch.make_global("torch", cls); }), keys[index],
+         cached(locations, s.location, [&] { return scratch.make_str(s.location); }),
+         scratch.make_int(static_cast<int64_t>(numel))});
     save(pid);
   };
   out.bytes = pickle_protocol2(checkpoint.root(), options);
