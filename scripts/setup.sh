@@ -1,0 +1,29 @@
+#!/bin/sh
+# Installs what ckptfix needs on Debian bookworm (as root, or with sudo) and
+# builds it into build/. Safe to run again: installed packages are skipped.
+set -eu
+cd "$(dirname "$0")/.."
+
+# Build tools and libraries, and for the tests real PyTorch (python3-torch,
+# run with /usr/bin/python3) and LibTorch. The CUDA Toolkit is used when
+# present in /usr/local/cuda; it is not an apt package here.
+PACKAGES="g++ cmake ninja-build pkg-config git time
+  libcli11-dev nlohmann-json3-dev zlib1g-dev libdeflate-dev libxxhash-dev
+  libgtest-dev libgmock-dev libbenchmark-dev
+  python3-torch python3-numpy libtorch-dev"
+
+missing=""
+for p in $PACKAGES; do
+  dpkg-query -W -f='${Status}' "$p" 2>/dev/null | grep -q "install ok installed" || missing="$missing $p"
+done
+if [ -n "$missing" ]; then
+  SUDO=""
+  [ "$(id -u)" -eq 0 ] || SUDO="sudo"
+  echo "setup: installing$missing"
+  $SUDO apt-get update -q
+  DEBIAN_FRONTEND=noninteractive $SUDO apt-get install -y -q --no-install-recommends $missing
+fi
+
+BUILD_TYPE="${BUILD_TYPE:-Release}"
+cmake -S . -B build -G Ninja -DCMAKE_BUILD_TYPE="$BUILD_TYPE"
+cmake --build build
