@@ -1,5 +1,6 @@
 // ckptfix: the command line. It parses flags into option structs, calls the
 // library, prints, and maps errors to exit codes; nothing more.
+#include <algorithm>
 #include <iostream>
 
 #include <CLI/CLI.hpp>
@@ -16,6 +17,15 @@ int main(int argc, char** argv) {
   commands.emplace_back("inspect", register_inspect(app));
   commands.emplace_back("convert", register_convert(app));
 
+  // CLI11 would call an unknown command an unexpected argument; say it plainly.
+  if (argc > 1 && argv[1][0] != '-') {
+    const std::string name = argv[1];
+    const bool known = std::any_of(commands.begin(), commands.end(), [&](const auto& c) { return c.first == name; });
+    if (!known) {
+      std::cerr << "ckptfix: error: unknown command '" << name << "'\nrun 'ckptfix --help' for the commands" << std::endl;
+      return kExitUsage;
+    }
+  }
   try {
     app.parse(argc, argv);
   } catch (const CLI::CallForHelp& e) {

@@ -25,6 +25,10 @@ std::string hex_head(std::span<const std::byte> bytes) {
 void read_any_checkpoint(Checkpoint::Impl& impl, const OpenOptions& options) {
   const auto bytes = impl.file->bytes();
   if (bytes.empty()) throw Error(ErrorKind::kNotCheckpoint, "file is empty");
+  if (bytes.size() < 4 && as_chars(bytes) == std::string_view("PK\x03\x04", 4).substr(0, bytes.size())) {
+    throw Error(ErrorKind::kCorrupt, "file is " + std::to_string(bytes.size()) +
+                                         " bytes, the start of a zip archive; the file is truncated");
+  }
   if (looks_like_zip(bytes)) {
     read_zip_checkpoint(impl, options);
     return;

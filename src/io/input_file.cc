@@ -24,7 +24,7 @@ std::shared_ptr<const InputFile> InputFile::open(const std::filesystem::path& pa
     throw Error(ErrorKind::kIo, std::string("cannot stat: ") + std::strerror(errno)).in_file(file->name_);
   }
   if (S_ISDIR(st.st_mode)) {
-    throw Error(ErrorKind::kNotCheckpoint, "is a directory (use --recursive to process the files in it)")
+    throw Error(ErrorKind::kNotCheckpoint, "is a directory, not a checkpoint file")
         .in_file(file->name_);
   }
   if (!S_ISREG(st.st_mode)) {

@@ -225,8 +225,9 @@ class TruncatedZipTest(BadInputTest):
                 for command, msg in msgs.items():
                     self.assertRegex(
                         msg, re.compile(TRUNCATED_ZIP + r'|too short', re.I),
-                        f'CONTRACT: {command} of a {cut}-byte prefix of a zip checkpoint must say the file is '
-                        f'truncated/too short (like the 4-byte case does), got: {msg!r}')
+                        f'CONTRACT VIOLATION: `{command}` of the first {cut} byte(s) of a zip checkpoint must say '
+                        f'the file is truncated / too short (as it does from 4 bytes on); it calls it "not a '
+                        f'PyTorch checkpoint" instead: {msg!r}')
 
 
 class TruncatedLegacyTest(BadInputTest):
@@ -429,8 +430,8 @@ class NotAFileTest(BadInputTest):
                     for flag in set(re.findall(r'(--[a-z][a-z-]*)', msg)):
                         help_proc = cs.run([command, '--help'], cwd=self.cwd)
                         self.assertIn(flag, help_proc.stdout,
-                                      f'CONTRACT: `{command}` error recommends {flag}, but `ckptfix {command} '
-                                      f'--help` has no such option (and the flag is rejected): {msg!r}')
+                                      f'BUG: the `{command}` error recommends {flag}, but `ckptfix {command} '
+                                      f'--help` has no such option (passing it is a usage error, exit 2): {msg!r}')
 
     def test_nonexistent_path(self):
         for given in ('no_such_file.pt', 'no_such_dir/x.pt', self.abs('missing.pt')):

@@ -29,7 +29,6 @@ import pickletools
 import re
 import subprocess
 import sys
-import unittest
 import zipfile
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
