@@ -30,6 +30,8 @@ struct WrittenStorage {
   uint64_t nbytes = 0;
   uint32_t crc32 = 0;
   uint64_t hash = 0;        ///< XXH3-64 of the written bytes
+  uint64_t overflowed = 0;  ///< cast: finite values that became ±inf
+  uint64_t flushed = 0;     ///< cast: non-zero values that became ±0
 };
 
 /// What a write produced.

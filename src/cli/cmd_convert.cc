@@ -1,45 +1,15 @@
-// ckptfix convert IN -o OUT: re-writes a checkpoint as a torch zip file
-// (upgrading legacy files), changing nothing else.
-#include <iostream>
-
-#include "ckptfix/checkpoint.h"
-#include "ckptfix/save.h"
+// ckptfix convert IN... -o OUT | --out-dir DIR: re-writes checkpoints as torch
+// zip files (upgrading legacy files), changing nothing else.
 #include "cli/commands.h"
-#include "cli/report.h"
+#include "cli/rewrite.h"
 
 namespace ckptfix::cli {
-namespace {
-
-struct ConvertArgs {
-  std::string input;
-  std::string output;
-  bool force = false;
-};
-
-int run(const ConvertArgs& args) {
-  try {
-    Checkpoint ck = Checkpoint::open(args.input);
-    SaveOptions options;
-    options.overwrite = args.force;
-    const SaveResult result = save(ck, args.output, options);
-    std::cerr << "ckptfix: " << args.input << " -> " << args.output << ": " << result.storages.size() << " storages, "
-              << human_bytes(result.bytes) << " written" << std::endl;
-    return kExitOk;
-  } catch (const Error& e) {
-    print_error(e);
-    return exit_code_for(e);
-  }
-}
-
-}  // namespace
 
 CommandRun register_convert(CLI::App& app) {
-  auto args = std::make_shared<ConvertArgs>();
-  CLI::App* cmd = app.add_subcommand("convert", "Re-write a checkpoint as a torch zip file (legacy files are upgraded)");
-  cmd->add_option("input", args->input, "Input checkpoint")->required();
-  cmd->add_option("-o,--output", args->output, "Output file")->required();
-  cmd->add_flag("-f,--force", args->force, "Overwrite an existing output");
-  return [args] { return run(*args); };
+  auto args = std::make_shared<RewriteArgs>();
+  CLI::App* cmd = app.add_subcommand("convert", "Re-write checkpoints as torch zip files (legacy files are upgraded)");
+  add_rewrite_options(cmd, *args);
+  return [args] { return run_rewrite("convert", *args, PassOptions{}); };
 }
 
 }  // namespace ckptfix::cli

@@ -12,5 +12,10 @@ using CommandRun = std::function<int()>;
 
 CommandRun register_inspect(CLI::App& app);
 CommandRun register_convert(CLI::App& app);
+CommandRun register_strip_prefix(CLI::App& app);
+CommandRun register_add_prefix(CLI::App& app);
+CommandRun register_remap(CLI::App& app);
+CommandRun register_cast(CLI::App& app);
+CommandRun register_fix(CLI::App& app);
 
 }  // namespace ckptfix::cli

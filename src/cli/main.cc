@@ -16,6 +16,11 @@ int main(int argc, char** argv) {
   std::vector<std::pair<std::string, CommandRun>> commands;
   commands.emplace_back("inspect", register_inspect(app));
   commands.emplace_back("convert", register_convert(app));
+  commands.emplace_back("strip-prefix", register_strip_prefix(app));
+  commands.emplace_back("add-prefix", register_add_prefix(app));
+  commands.emplace_back("remap", register_remap(app));
+  commands.emplace_back("cast", register_cast(app));
+  commands.emplace_back("fix", register_fix(app));
 
   // CLI11 would call an unknown command an unexpected argument; say it plainly.
   if (argc > 1 && argv[1][0] != '-') {

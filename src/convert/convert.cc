@@ -109,7 +109,8 @@ float half_bits_to_float(uint16_t h) {
 
 float bfloat16_bits_to_float(uint16_t b) { return from_bits(static_cast<uint32_t>(b) << 16); }
 
-ConvertStats convert_elements(DType from, DType to, const std::byte* src, std::byte* dst, size_t count) {
+ConvertStats convert_elements(DType from, DType to, const std::byte* src, std::byte* dst, size_t count,
+                              ChunkPosition position) {
   if (!is_castable_float(from) || !is_castable_float(to)) {
     throw Error(ErrorKind::kInvalidArgument, "cannot convert " + std::string(dtype_name(from)) + " to " +
                                                  std::string(dtype_name(to)));
@@ -144,12 +145,17 @@ ConvertStats convert_elements(DType from, DType to, const std::byte* src, std::b
         store<uint16_t>(dst, i, h);
         return static_cast<double>(half_bits_to_float(h));
       });
-    case DType::kBFloat16:
+    case DType::kBFloat16: {
+      // float64: ATen's vectorized blocks of 16 end where the scalar tail starts.
+      const uint64_t vector_end = from == DType::kFloat64 ? position.total - position.total % 16 : 0;
       return convert_loop(count, in, [&](size_t i) {
-        const uint16_t b = float_to_bfloat16_bits_scalar(load_as_float(from, src, i));
+        const float f = load_as_float(from, src, i);
+        const uint16_t b = position.first + i < vector_end ? float_to_bfloat16_bits_vectorized(f)
+                                                           : float_to_bfloat16_bits_scalar(f);
         store<uint16_t>(dst, i, b);
         return static_cast<double>(bfloat16_bits_to_float(b));
       });
+    }
     default: break;
   }
   return {};

@@ -90,11 +90,14 @@ SaveResult write_checkpoint(const Checkpoint& checkpoint, ByteSink& sink, const 
     written.record = root + "data/" + written.key;
     written.nbytes = s.output_nbytes();
     zip.begin(written.record, written.nbytes);
-    written.hash = copier.copy(s, [&](std::span<const std::byte> chunk) {
+    const StorageCopier::Copied copied = copier.copy(s, [&](std::span<const std::byte> chunk) {
       zip.write(chunk);
       done += chunk.size();
       if (options.progress) options.progress(done, total);
     });
+    written.hash = copied.hash;
+    written.overflowed = copied.stats.overflowed;
+    written.flushed = copied.stats.flushed;
     zip.end();
     written.crc32 = zip.records().back().crc32;
     result.storages.push_back(std::move(written));

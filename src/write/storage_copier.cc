@@ -4,7 +4,6 @@
 #include <xxhash.h>
 
 #include "ckptfix/error.h"
-#include "convert/convert.h"
 #include "storage/storage_reader.h"
 
 namespace ckptfix {
@@ -12,7 +11,7 @@ namespace ckptfix {
 StorageCopier::StorageCopier(std::shared_ptr<const InputFile> input)
     : input_(std::move(input)), in_(kChunkBytes), out_(kChunkBytes * 4) {}
 
-uint64_t StorageCopier::copy(const Storage& storage, const std::function<void(std::span<const std::byte>)>& emit) {
+StorageCopier::Copied StorageCopier::copy(const Storage& storage, const std::function<void(std::span<const std::byte>)>& emit) {
   StorageReader reader(*input_, storage);
   std::unique_ptr<XXH3_state_t, decltype(&XXH3_freeState)> hash(XXH3_createState(), XXH3_freeState);
   XXH3_64bits_reset(hash.get());
@@ -23,18 +22,23 @@ uint64_t StorageCopier::copy(const Storage& storage, const std::function<void(st
   const size_t in_size = element_size(from);
   const size_t out_size = element_size(to);
   const size_t chunk = kChunkBytes / 16 * 16;
+  Copied copied;
+  const uint64_t total = storage.nbytes / in_size;
+  uint64_t first = 0;
   while (reader.remaining() > 0) {
     const uint64_t n = reader.read(std::span(in_).first(std::min<uint64_t>(chunk, reader.remaining())));
     std::span<const std::byte> bytes(in_.data(), n);
     if (convert) {
       const size_t count = n / in_size;
-      convert_elements(from, to, in_.data(), out_.data(), count);
+      copied.stats += convert_elements(from, to, in_.data(), out_.data(), count, {first, total});
+      first += count;
       bytes = std::span<const std::byte>(out_.data(), count * out_size);
     }
     XXH3_64bits_update(hash.get(), bytes.data(), bytes.size());
     emit(bytes);
   }
-  return XXH3_64bits_digest(hash.get());
+  copied.hash = XXH3_64bits_digest(hash.get());
+  return copied;
 }
 
 }  // namespace ckptfix

@@ -11,6 +11,7 @@
 #include <vector>
 
 #include "ckptfix/checkpoint.h"
+#include "convert/convert.h"
 #include "io/input_file.h"
 
 namespace ckptfix {
@@ -21,8 +22,12 @@ class StorageCopier {
 
   explicit StorageCopier(std::shared_ptr<const InputFile> input);
 
-  /// Streams the output bytes of `storage` to `emit`; returns their XXH3-64.
-  uint64_t copy(const Storage& storage, const std::function<void(std::span<const std::byte>)>& emit);
+  struct Copied {
+    uint64_t hash = 0;    ///< XXH3-64 of the bytes emitted
+    ConvertStats stats;   ///< what a conversion did (zeros when none)
+  };
+  /// Streams the output bytes of `storage` to `emit`.
+  Copied copy(const Storage& storage, const std::function<void(std::span<const std::byte>)>& emit);
 
  private:
   std::shared_ptr<const InputFile> input_;

@@ -1,0 +1,97 @@
+// Rewrite passes: edits of a Checkpoint that the writer then serializes.
+//
+// Passes never touch files. They rename state-dict keys (and their
+// `_metadata`), retag storage locations, and mark storages for dtype
+// conversion; the writer applies the conversion while streaming the bytes.
+//
+// `apply_passes` runs the requested passes in this order, so each sees the
+// result of the one before:
+//   1. strip prefixes   (explicit --prefix values first, then --auto)
+//   2. add a prefix
+//   3. remap devices
+//   4. cast dtypes       (--keep globs match the keys as renamed by 1 and 2)
+// Renaming first means `fix --auto-prefix --add-prefix P` re-wraps cleanly,
+// and that globs are written against the names the output will have.
+#pragma once
+
+#include <cstdint>
+#include <optional>
+#include <string>
+#include <utility>
+#include <vector>
+
+#include "ckptfix/checkpoint.h"
+
+namespace ckptfix {
+
+/// What to do. Empty or unset fields mean "not this pass".
+struct PassOptions {
+  /// Dicts to edit, as '/'-separated paths from the root ("state_dict",
+  /// "model/ema"); empty: every state dict outside optimizer states.
+  std::vector<std::string> keys;
+
+  /// Prefixes to remove from the keys that start with them, in order.
+  std::vector<std::string> strip_prefixes;
+  /// Remove every known wrapper prefix all keys of a dict share, repeatedly.
+  bool auto_strip = false;
+  /// Prefix to add to every key that does not start with it yet.
+  std::string add_prefix;
+
+  /// Retag every storage's saved location to this device.
+  std::optional<std::string> to_device;
+  /// Retag exactly matching locations (like a dict map_location).
+  std::vector<std::pair<std::string, std::string>> device_map;
+
+  /// Convert floating tensors to this type.
+  std::optional<DType> cast_to;
+  /// Only tensors of these types are converted; empty: every castable float type.
+  std::vector<DType> cast_from;
+  /// Keys (fnmatch globs, e.g. "*running_var") whose tensors keep their type.
+  std::vector<std::string> keep;
+};
+
+/// A key renamed in one dict.
+struct KeyRename {
+  Path dict;
+  std::string from;
+  std::string to;
+};
+
+/// What the passes did (filled further by the writer for cast statistics).
+struct PassReport {
+  std::vector<KeyRename> renames;
+  /// Wrapper prefixes removed by --auto, per dict path ("state_dict: module.").
+  std::vector<std::string> auto_stripped;
+  /// Storages whose location changed, as "from -> to" with counts.
+  std::vector<std::pair<std::string, uint64_t>> retagged;
+  uint64_t storages_retagged = 0;
+  uint64_t tensors_cast = 0;
+  uint64_t storages_cast = 0;
+  uint64_t tensors_kept = 0;        ///< matched a --keep glob
+  uint64_t cast_bytes_before = 0;   ///< of the storages that were cast
+  uint64_t cast_bytes_after = 0;
+  /// Things the user should know (e.g. a shared storage that could not be cast).
+  std::vector<std::string> warnings;
+  /// Dicts the passes were applied to.
+  std::vector<Path> dicts;
+
+  bool changed() const { return !renames.empty() || storages_retagged > 0 || storages_cast > 0; }
+};
+
+/// Checks options that do not depend on a file (device strings, dtypes,
+/// globs, conflicting flags). Throws Error(kInvalidArgument).
+void validate_pass_options(const PassOptions& options);
+
+/// Runs the passes on `checkpoint`. Throws Error(kConflict) when an edit
+/// cannot be done on this file (two keys would collide, a --key path does
+/// not exist), leaving the checkpoint in an unspecified state.
+PassReport apply_passes(Checkpoint& checkpoint, const PassOptions& options);
+
+/// Validates a device string for a saved location ("cpu", "cuda", "cuda:3",
+/// "mps", "meta", "xpu:0", ...). Throws Error(kInvalidArgument) with a hint.
+void validate_device(const std::string& device);
+
+/// Glob matching as Python's fnmatch.fnmatchcase (*, ?, [seq], [!seq]).
+bool glob_match(std::string_view pattern, std::string_view text);
+
+}  // namespace ckptfix

@@ -1,0 +1,42 @@
+// ckptfix fix IN... [passes]: several passes in one read and one write, in
+// the order strip, add, remap, cast (see include/ckptfix/passes.h for why).
+#include "ckptfix/error.h"
+#include "cli/commands.h"
+#include "cli/report.h"
+#include "cli/rewrite.h"
+
+namespace ckptfix::cli {
+
+CommandRun register_fix(CLI::App& app) {
+  struct Args {
+    RewriteArgs out;
+    PassOptions passes;
+    std::vector<std::string> maps;
+    std::string dtype;
+    std::vector<std::string> from;
+  };
+  auto args = std::make_shared<Args>();
+  CLI::App* cmd = app.add_subcommand(
+      "fix", "Apply several passes in one read and write: strip, add prefix, remap, cast (in that order)");
+  add_rewrite_options(cmd, args->out);
+  cmd->add_flag("--strip-prefix{module.}", args->passes.strip_prefixes,
+                "Remove this prefix from keys (repeatable; --strip-prefix alone means 'module.')");
+  cmd->add_flag("--auto-prefix", args->passes.auto_strip, "Remove every known wrapper prefix all keys share");
+  cmd->add_option("--add-prefix", args->passes.add_prefix, "Add this prefix to keys");
+  add_remap_options(cmd, args->passes, args->maps);
+  add_cast_options(cmd, args->dtype, args->from, args->passes, false);
+  add_key_option(cmd, args->passes);
+  return [args] {
+    PassOptions passes = args->passes;
+    try {
+      finish_remap_options(args->maps, passes);
+      finish_cast_options(args->dtype, args->from, passes);
+    } catch (const Error& e) {
+      print_error(e);
+      return exit_code_for(e);
+    }
+    return run_rewrite("fix", args->out, passes);
+  };
+}
+
+}  // namespace ckptfix::cli

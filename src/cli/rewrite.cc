@@ -1,0 +1,236 @@
+#include "cli/rewrite.h"
+
+#include <chrono>
+#include <filesystem>
+#include <iostream>
+#include <sstream>
+
+#include <nlohmann/json.hpp>
+
+#include "ckptfix/checkpoint.h"
+#include "ckptfix/error.h"
+#include "ckptfix/save.h"
+#include "cli/report.h"
+
+namespace ckptfix::cli {
+namespace {
+
+Error usage(const std::string& message) { return Error(ErrorKind::kInvalidArgument, message); }
+
+std::string dtype_choices() { return "fp16|float16|half, bf16|bfloat16, fp32|float32|float, fp64|float64|double"; }
+
+DType parse_user_dtype(const std::string& text, const std::string& flag) {
+  const std::optional<DType> d = parse_dtype(text);
+  if (!d || !is_castable_float(*d)) {
+    throw usage(flag + " '" + text + "': unknown or unsupported dtype; expected " + dtype_choices());
+  }
+  return *d;
+}
+
+std::filesystem::path output_for(const RewriteArgs& args, const std::string& input) {
+  if (args.in_place) return input;
+  if (!args.output.empty()) return args.output;
+  return std::filesystem::path(args.out_dir) / std::filesystem::path(input).filename();
+}
+
+void validate_outputs(const RewriteArgs& args) {
+  const int ways = !args.output.empty() + !args.out_dir.empty() + args.in_place;
+  if (ways == 0) throw usage("say where to write: -o OUT, --out-dir DIR or --in-place");
+  if (ways > 1) throw usage("-o, --out-dir and --in-place exclude each other");
+  if (!args.output.empty() && args.inputs.size() != 1) {
+    throw usage("-o takes one input; use --out-dir DIR for " + std::to_string(args.inputs.size()) + " inputs");
+  }
+}
+
+std::string dict_name(const Path& path) { return path.empty() ? "<root>" : path_to_string(path); }
+
+// One line per kind of change, for people.
+std::vector<std::string> describe(const PassReport& report, const SaveResult* saved) {
+  std::vector<std::string> lines;
+  if (!report.renames.empty()) {
+    std::ostringstream s;
+    s << "renamed " << report.renames.size() << " keys (e.g. '" << report.renames.front().from << "' -> '"
+      << report.renames.front().to << "')";
+    lines.push_back(s.str());
+  }
+  for (const std::string& a : report.auto_stripped) lines.push_back("stripped wrapper prefix " + a);
+  for (const auto& [move, count] : report.retagged) {
+    lines.push_back("retagged " + std::to_string(count) + " storage" + (count == 1 ? "" : "s") + " " + move);
+  }
+  if (report.storages_cast > 0) {
+    std::ostringstream s;
+    s << "cast " << report.tensors_cast << " tensors in " << report.storages_cast << " storages, "
+      << human_bytes(report.cast_bytes_before) << " -> " << human_bytes(report.cast_bytes_after);
+    if (saved != nullptr) {
+      uint64_t overflowed = 0, flushed = 0;
+      for (const WrittenStorage& w : saved->storages) {
+        overflowed += w.overflowed;
+        flushed += w.flushed;
+      }
+      s << "; " << overflowed << " values overflowed to inf, " << flushed << " became 0";
+    }
+    lines.push_back(s.str());
+  }
+  if (report.tensors_kept > 0) lines.push_back("kept " + std::to_string(report.tensors_kept) + " tensors (--keep)");
+  return lines;
+}
+
+nlohmann::json changes_json(const PassReport& report, const SaveResult* saved) {
+  nlohmann::json renames = nlohmann::json::array();
+  for (const KeyRename& r : report.renames) {
+    renames.push_back({{"dict", path_to_json(r.dict)}, {"from", r.from}, {"to", r.to}});
+  }
+  nlohmann::json retagged = nlohmann::json::object();
+  for (const auto& [move, count] : report.retagged) retagged[move] = count;
+  uint64_t overflowed = 0, flushed = 0;
+  if (saved != nullptr) {
+    for (const WrittenStorage& w : saved->storages) {
+      overflowed += w.overflowed;
+      flushed += w.flushed;
+    }
+  }
+  nlohmann::json dicts = nlohmann::json::array();
+  for (const Path& p : report.dicts) dicts.push_back(path_to_json(p));
+  return {{"dicts", dicts},
+          {"keys_renamed", report.renames.size()},
+          {"renames", renames},
+          {"auto_stripped", report.auto_stripped},
+          {"storages_retagged", report.storages_retagged},
+          {"retagged", retagged},
+          {"tensors_cast", report.tensors_cast},
+          {"storages_cast", report.storages_cast},
+          {"tensors_kept", report.tensors_kept},
+          {"cast_bytes_before", report.cast_bytes_before},
+          {"cast_bytes_after", report.cast_bytes_after},
+          {"overflowed_to_inf", overflowed},
+          {"flushed_to_zero", flushed}};
+}
+
+}  // namespace
+
+void add_rewrite_options(CLI::App* cmd, RewriteArgs& args) {
+  cmd->add_option("inputs", args.inputs, "Input checkpoints")->required();
+  cmd->add_option("-o,--output", args.output, "Output file (one input)");
+  cmd->add_option("--out-dir", args.out_dir, "Write each output under DIR with the input's file name");
+  cmd->add_flag("--in-place", args.in_place, "Replace each input, only once its new version is complete");
+  cmd->add_flag("-f,--force", args.force, "Overwrite existing outputs");
+  cmd->add_flag("--json", args.json, "Print one JSON report on stdout (schema in docs/cli.md)");
+  cmd->add_flag("-q,--quiet", args.quiet, "Print nothing but errors");
+}
+
+void add_key_option(CLI::App* cmd, PassOptions& passes) {
+  cmd->add_option("--key", passes.keys,
+                  "Edit only the dict at this '/'-separated path (repeatable), e.g. state_dict; "
+                  "default: every state dict outside optimizer states")
+      ->allow_extra_args(false);
+}
+
+void add_remap_options(CLI::App* cmd, PassOptions& passes, std::vector<std::string>& maps) {
+  cmd->add_option_function<std::string>(
+      "--to", [&passes](const std::string& d) { passes.to_device = d; },
+      "Saved location for every storage: cpu, cuda, cuda:N, mps, meta, xpu:N, ...");
+  cmd->add_option("--map", maps, "FROM=TO: retag storages saved on FROM (repeatable), e.g. cuda:3=cuda:0")
+      ->allow_extra_args(false);
+}
+
+void add_cast_options(CLI::App* cmd, std::string& dtype, std::vector<std::string>& from, PassOptions& passes,
+                      bool required) {
+  auto* opt = cmd->add_option("--dtype", dtype, "Target type: " + dtype_choices());
+  if (required) opt->required();
+  cmd->add_option("--from", from, "Only cast these source types (comma-separated; default: every float type)")
+      ->allow_extra_args(false)
+      ->delimiter(',');
+  cmd->add_option("--keep", passes.keep, "Leave tensors whose key matches this glob as they are (repeatable)")
+      ->allow_extra_args(false);
+}
+
+void finish_remap_options(const std::vector<std::string>& maps, PassOptions& passes) {
+  for (const std::string& m : maps) {
+    const auto eq = m.find('=');
+    if (eq == std::string::npos || eq == 0 || eq + 1 == m.size()) throw usage("--map '" + m + "': expected FROM=TO");
+    passes.device_map.emplace_back(m.substr(0, eq), m.substr(eq + 1));
+  }
+}
+
+void finish_cast_options(const std::string& dtype, const std::vector<std::string>& from, PassOptions& passes) {
+  if (!dtype.empty()) passes.cast_to = parse_user_dtype(dtype, "--dtype");
+  for (const std::string& f : from) passes.cast_from.push_back(parse_user_dtype(f, "--from"));
+}
+
+int run_rewrite(const std::string& command, const RewriteArgs& args, const PassOptions& passes) {
+  try {
+    validate_outputs(args);
+    validate_pass_options(passes);
+    if (!args.out_dir.empty()) std::filesystem::create_directories(args.out_dir);
+  } catch (const Error& e) {
+    print_error(e);
+    return exit_code_for(e);
+  } catch (const std::filesystem::filesystem_error& e) {
+    print_error(Error(ErrorKind::kIo, std::string("cannot create --out-dir: ") + e.code().message()).in_file(args.out_dir));
+    return kExitFailed;
+  }
+
+  int exit_code = kExitOk;
+  nlohmann::json inputs = nlohmann::json::array();
+  size_t ok = 0, unchanged = 0, failed = 0;
+  for (const std::string& input : args.inputs) {
+    const auto start = std::chrono::steady_clock::now();
+    const std::filesystem::path output = output_for(args, input);
+    nlohmann::json doc = {{"path", input}, {"output", output.string()}};
+    try {
+      Checkpoint checkpoint = Checkpoint::open(input);
+      const PassReport report = apply_passes(checkpoint, passes);
+      for (const std::string& w : report.warnings) {
+        if (!args.quiet) print_warning("'" + input + "': " + w);
+      }
+      doc["warnings"] = report.warnings;
+      // Nothing to change and nothing to convert: leave an in-place input alone.
+      const bool needs_write = report.changed() || !args.in_place || checkpoint.format() != CheckpointFormat::kZip;
+      if (!needs_write) {
+        doc["status"] = "unchanged";
+        doc["changes"] = changes_json(report, nullptr);
+        ++unchanged;
+        if (!args.quiet) std::cerr << "ckptfix: " << input << ": nothing to change" << std::endl;
+      } else {
+        SaveOptions options;
+        options.overwrite = args.force || args.in_place;
+        const SaveResult saved = save(checkpoint, output, options);
+        const bool changed = report.changed();
+        doc["status"] = changed ? "ok" : "unchanged";
+        doc["changes"] = changes_json(report, &saved);
+        doc["bytes_written"] = saved.bytes;
+        ++(changed ? ok : unchanged);
+        if (!args.quiet) {
+          std::cerr << "ckptfix: " << input << " -> " << output.string() << ": ";
+          const auto lines = describe(report, &saved);
+          if (lines.empty()) std::cerr << "nothing to change; " << (command == "convert" ? "re-written" : "written as is");
+          for (size_t i = 0; i < lines.size(); ++i) std::cerr << (i ? "; " : "") << lines[i];
+          std::cerr << " (" << human_bytes(saved.bytes) << ")" << std::endl;
+        }
+      }
+    } catch (Error& e) {
+      e.in_file(input);  // pass errors know the key but not the file
+      print_error(e);
+      exit_code = std::max(exit_code, exit_code_for(e));
+      doc["status"] = "failed";
+      doc["error"] = e.what();
+      doc["error_kind"] = to_string(e.kind());
+      ++failed;
+    }
+    doc["seconds"] = std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
+    inputs.push_back(std::move(doc));
+  }
+  if (args.json) {
+    nlohmann::json out = {{"ckptfix", version()},
+                          {"command", command},
+                          {"inputs", inputs},
+                          {"summary", {{"ok", ok}, {"unchanged", unchanged}, {"failed", failed}}}};
+    std::cout << out.dump(2) << std::endl;
+  }
+  if (!args.quiet && args.inputs.size() > 1) {
+    std::cerr << "ckptfix: " << ok << " ok, " << unchanged << " unchanged, " << failed << " failed" << std::endl;
+  }
+  return exit_code;
+}
+
+}  // namespace ckptfix::cli

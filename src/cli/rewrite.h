@@ -1,0 +1,43 @@
+// What every rewriting command (convert, strip-prefix, add-prefix, remap,
+// cast, fix) shares: where outputs go, which dicts to edit, and the loop that
+// opens each input, applies the passes, writes and reports.
+#pragma once
+
+#include <string>
+#include <vector>
+
+#include <CLI/CLI.hpp>
+
+#include "ckptfix/passes.h"
+
+namespace ckptfix::cli {
+
+struct RewriteArgs {
+  std::vector<std::string> inputs;
+  std::string output;   ///< -o, one input only
+  std::string out_dir;  ///< --out-dir: same file names under DIR
+  bool in_place = false;
+  bool force = false;
+  bool json = false;
+  bool quiet = false;
+};
+
+/// Adds IN..., -o, --out-dir, --in-place, --force, --json, --quiet.
+void add_rewrite_options(CLI::App* cmd, RewriteArgs& args);
+/// Adds --key PATH (repeatable).
+void add_key_option(CLI::App* cmd, PassOptions& passes);
+/// Adds --to and --map FROM=TO.
+void add_remap_options(CLI::App* cmd, PassOptions& passes, std::vector<std::string>& maps);
+/// Adds --dtype, --from, --keep (the dtype strings are parsed by finish_cast_options).
+void add_cast_options(CLI::App* cmd, std::string& dtype, std::vector<std::string>& from, PassOptions& passes,
+                      bool required);
+
+/// Turns --map FROM=TO strings into pairs; throws Error(kInvalidArgument).
+void finish_remap_options(const std::vector<std::string>& maps, PassOptions& passes);
+/// Parses --dtype and --from; throws Error(kInvalidArgument).
+void finish_cast_options(const std::string& dtype, const std::vector<std::string>& from, PassOptions& passes);
+
+/// Runs `command` over every input. Returns the exit code.
+int run_rewrite(const std::string& command, const RewriteArgs& args, const PassOptions& passes);
+
+}  // namespace ckptfix::cli

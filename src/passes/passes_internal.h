@@ -1,0 +1,19 @@
+// The individual passes, run in order by apply_passes (pipeline.cc).
+#pragma once
+
+#include <vector>
+
+#include "ckptfix/passes.h"
+#include "passes/targets.h"
+
+namespace ckptfix {
+
+/// Retags the locations of the given storages (--to, or --map entries).
+void remap_devices(Checkpoint& checkpoint, const std::vector<size_t>& storages, const PassOptions& options,
+                   PassReport& report);
+
+/// Marks storages for conversion; see cast.cc for the sharing rule.
+void plan_cast(Checkpoint& checkpoint, const std::vector<TargetTensor>& targets, const PassOptions& options,
+               PassReport& report);
+
+}  // namespace ckptfix

@@ -1,0 +1,95 @@
+// apply_passes: the fixed order of the passes, and option validation.
+#include <algorithm>
+#include <unordered_set>
+
+#include "ckptfix/error.h"
+#include "ckptfix/prefixes.h"
+#include "passes/passes_internal.h"
+#include "passes/rename_keys.h"
+
+namespace ckptfix {
+
+void validate_pass_options(const PassOptions& options) {
+  auto usage = [](const std::string& message) { return Error(ErrorKind::kInvalidArgument, message); };
+  if (options.to_device && !options.device_map.empty()) {
+    throw usage("use either --to (every storage) or --map FROM=TO (matching storages), not both");
+  }
+  if (options.to_device) validate_device(*options.to_device);
+  for (const auto& [from, to] : options.device_map) {
+    validate_device(from);
+    validate_device(to);
+  }
+  if (options.cast_to && !is_castable_float(*options.cast_to)) {
+    throw usage("cannot cast to " + std::string(dtype_name(*options.cast_to)) +
+                ": the target must be float16, bfloat16, float32 or float64");
+  }
+  for (DType d : options.cast_from) {
+    if (!is_castable_float(d)) {
+      throw usage("--from " + std::string(dtype_name(d)) + ": only float16, bfloat16, float32 and float64 are cast");
+    }
+  }
+  if ((!options.cast_from.empty() || !options.keep.empty()) && !options.cast_to) {
+    throw usage("--from and --keep need --dtype");
+  }
+  for (const std::string& g : options.keep) {
+    if (g.empty()) throw usage("--keep needs a non-empty glob");
+    size_t open = 0;
+    for (char c : g) open = c == '[' ? open + 1 : c == ']' && open ? open - 1 : open;
+    if (open) throw usage("--keep '" + g + "': unclosed '[' in glob");
+  }
+  for (const std::string& p : options.strip_prefixes) {
+    if (p.empty()) throw usage("--prefix needs a non-empty prefix");
+  }
+}
+
+PassReport apply_passes(Checkpoint& checkpoint, const PassOptions& options) {
+  validate_pass_options(options);
+  PassReport report;
+  const std::vector<TargetDict> dicts = select_dicts(checkpoint, options.keys);
+  for (const TargetDict& d : dicts) report.dicts.push_back(d.path);
+
+  // 1. strip prefixes, 2. add a prefix
+  for (const TargetDict& d : dicts) {
+    for (const std::string& p : options.strip_prefixes) strip_prefix(checkpoint.graph(), *d.dict, d.path, p, report);
+    if (options.auto_strip) {
+      std::string chain;
+      for (std::string prefix;;) {
+        std::vector<std::string> keys;
+        for (const auto& [k, v] : d.dict->entries) {
+          if (k->is_str()) keys.push_back(k->text);
+        }
+        prefix = shared_wrapper_prefix(keys);
+        if (prefix.empty()) break;
+        // One wrapper at a time, outermost first, each exactly as torch strips it.
+        const std::string first = prefix.substr(0, prefix.find('.') + 1);
+        strip_prefix(checkpoint.graph(), *d.dict, d.path, first, report);
+        chain += first;
+      }
+      if (!chain.empty()) {
+        report.auto_stripped.push_back((d.path.empty() ? std::string("<root>") : path_to_string(d.path)) + ": " + chain);
+      }
+    }
+    add_prefix(checkpoint.graph(), *d.dict, d.path, options.add_prefix, report);
+  }
+
+  // 3. remap devices: every storage, or those of the tensors in --key dicts.
+  if (options.to_device || !options.device_map.empty()) {
+    std::vector<size_t> storages;
+    if (options.keys.empty()) {
+      for (size_t i = 0; i < checkpoint.storages().size(); ++i) storages.push_back(i);
+    } else {
+      std::unordered_set<size_t> seen;
+      for (const TargetTensor& t : select_tensors(checkpoint, dicts)) {
+        const size_t s = static_cast<size_t>(checkpoint.tensors()[t.tensor].storage);
+        if (seen.insert(s).second) storages.push_back(s);
+      }
+    }
+    remap_devices(checkpoint, storages, options, report);
+  }
+
+  // 4. cast
+  if (options.cast_to) plan_cast(checkpoint, select_tensors(checkpoint, dicts), options, report);
+  return report;
+}
+
+}  // namespace ckptfix

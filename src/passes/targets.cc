@@ -1,0 +1,72 @@
+#include "passes/targets.h"
+
+#include <unordered_set>
+
+#include "ckptfix/error.h"
+#include "model/graph_walk.h"
+
+namespace ckptfix {
+
+std::vector<TargetDict> select_dicts(const Checkpoint& checkpoint, const std::vector<std::string>& keys) {
+  std::vector<TargetDict> out;
+  if (keys.empty()) {
+    for (const StateDict& sd : checkpoint.state_dicts()) {
+      if (!sd.in_optimizer) out.push_back({sd.path, sd.dict});
+    }
+    return out;
+  }
+  for (const std::string& key : keys) {
+    std::string wanted = key;
+    while (!wanted.empty() && wanted.back() == '/') wanted.pop_back();
+    Value* found = nullptr;
+    Path found_path;
+    walk_graph(checkpoint.root(), [&](Value& v, const Path& path) {
+      if (found != nullptr) return false;
+      const std::string here = path_to_string(path);
+      if (here == wanted) {
+        found = &v;
+        found_path = path;
+        return false;
+      }
+      // Only descend where the wanted path continues.
+      return wanted.empty() || here.empty() || wanted.compare(0, here.size() + 1, here + "/") == 0;
+    });
+    if (found == nullptr) {
+      throw Error(ErrorKind::kConflict, "--key '" + key + "' names nothing in this checkpoint");
+    }
+    if (!is_dict_like(*found)) {
+      throw Error(ErrorKind::kConflict, "--key '" + key + "' names a value that is not a dict");
+    }
+    out.push_back({found_path, found});
+  }
+  return out;
+}
+
+std::vector<TargetTensor> select_tensors(const Checkpoint& checkpoint, const std::vector<TargetDict>& dicts) {
+  std::vector<TargetTensor> out;
+  std::unordered_set<size_t> seen;
+  for (const TargetDict& d : dicts) {
+    walk_graph(d.dict, [&](Value& v, const Path& path) {
+      const Tensor* t = checkpoint.tensor_of(&v);
+      if (t == nullptr) return true;
+      const size_t index = static_cast<size_t>(t - checkpoint.tensors().data());
+      if (seen.insert(index).second) {
+        Path full = d.path;
+        full.insert(full.end(), path.begin(), path.end());
+        out.push_back({index, path_to_string(path), path_to_string(full)});
+      }
+      return false;
+    });
+  }
+  return out;
+}
+
+std::vector<std::string> tensor_names(const Checkpoint& checkpoint) {
+  std::vector<std::string> names(checkpoint.tensors().size());
+  for (const TensorPosition& p : checkpoint.tensor_positions()) {
+    if (names[p.tensor].empty()) names[p.tensor] = p.path.empty() ? "<root>" : path_to_string(p.path);
+  }
+  return names;
+}
+
+}  // namespace ckptfix
