@@ -59,6 +59,12 @@ Error& Error::set_location(std::string location) {
   return *this;
 }
 
+Error& Error::note(const std::string& text) {
+  message_ += "; " + text;
+  render();
+  return *this;
+}
+
 void Error::render() {
   rendered_.clear();
   if (!file_.empty()) rendered_ += "'" + file_ + "': ";

@@ -55,6 +55,8 @@ class Error : public std::exception {
   Error& within(std::string_view outer);
   /// Replaces the location.
   Error& set_location(std::string location);
+  /// Appends "; <text>" to the message (a consequence the caller knows).
+  Error& note(const std::string& text);
 
   /// One line: "'FILE': LOCATION: MESSAGE" (parts that are unknown are left out).
   const char* what() const noexcept override { return rendered_.c_str(); }

@@ -4,10 +4,12 @@
 #include <cstdint>
 #include <filesystem>
 #include <functional>
+#include <optional>
 #include <string>
 #include <vector>
 
 #include "ckptfix/checkpoint.h"
+#include "ckptfix/verify.h"
 
 namespace ckptfix {
 
@@ -20,6 +22,16 @@ struct SaveOptions {
   bool overwrite = false;
   /// Called as tensor bytes are written (bytes done, bytes total).
   std::function<void(uint64_t, uint64_t)> progress;
+  /// Verify the finished temporary file before it replaces anything
+  /// (see verify.h). Off only on request (--no-verify).
+  bool verify = true;
+  VerifyOptions verify_options;
+
+  /// Fault injection for tests: make writing fail after this many bytes.
+  int64_t test_fail_write_after = -1;
+  /// Fault injection for tests: flip a byte of the finished temporary file
+  /// (in its first storage record) before verification.
+  bool test_corrupt_before_verify = false;
 };
 
 /// One storage as written: where it went and what it holds.
@@ -45,14 +57,19 @@ struct SaveResult {
     uint64_t data_offset = 0;
     uint64_t size = 0;
     uint32_t crc32 = 0;
+    uint64_t hash = 0;  ///< XXH3-64 of the bytes meant to be written
   };
   std::vector<Record> records;
+  /// What verification checked (empty when it was turned off).
+  std::optional<VerifyReport> verification;
 };
 
 /// Writes `checkpoint` (with any edits the passes made) to `path` atomically:
-/// a temporary file beside it, renamed into place only once complete.
-/// Tensor bytes are streamed from the input file; memory does not grow with
-/// the checkpoint's size.
+/// a temporary file beside it, verified (unless options.verify is false),
+/// then renamed into place. On any failure the temporary file is removed and
+/// nothing else is touched. Tensor bytes are streamed from the input file;
+/// memory does not grow with the checkpoint's size. Also refuses an input
+/// whose storage records do not match their recorded CRC-32.
 SaveResult save(const Checkpoint& checkpoint, const std::filesystem::path& path, const SaveOptions& options = {});
 
 }  // namespace ckptfix

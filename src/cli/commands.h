@@ -17,5 +17,7 @@ CommandRun register_add_prefix(CLI::App& app);
 CommandRun register_remap(CLI::App& app);
 CommandRun register_cast(CLI::App& app);
 CommandRun register_fix(CLI::App& app);
+CommandRun register_verify(CLI::App& app);
+CommandRun register_diff(CLI::App& app);
 
 }  // namespace ckptfix::cli

@@ -21,6 +21,8 @@ int main(int argc, char** argv) {
   commands.emplace_back("remap", register_remap(app));
   commands.emplace_back("cast", register_cast(app));
   commands.emplace_back("fix", register_fix(app));
+  commands.emplace_back("verify", register_verify(app));
+  commands.emplace_back("diff", register_diff(app));
 
   // CLI11 would call an unknown command an unexpected argument; say it plainly.
   if (argc > 1 && argv[1][0] != '-') {

@@ -44,6 +44,30 @@ nlohmann::json path_to_json(const Path& path) {
   return out;
 }
 
+nlohmann::json verification_json(const SaveResult& saved) {
+  if (!saved.verification) return {{"status", "skipped"}, {"reason", "--no-verify"}};
+  const VerifyReport& v = *saved.verification;
+  return {{"status", "ok"},
+          {"records", v.records},
+          {"records_crc_checked", v.records_crc_checked},
+          {"storages", v.storages},
+          {"tensors", v.tensors},
+          {"bytes", v.bytes},
+          {"seconds", v.seconds},
+          {"gpu", gpu_json(v.gpu)}};
+}
+
+nlohmann::json gpu_json(const GpuReport& gpu) {
+  nlohmann::json out = {{"status", gpu.status}};
+  if (!gpu.reason.empty()) out["reason"] = gpu.reason;
+  if (gpu.status == "ok") {
+    out["device"] = gpu.device;
+    out["bytes"] = gpu.bytes;
+    out["seconds"] = gpu.seconds;
+  }
+  return out;
+}
+
 const char* version() {
 #ifdef CKPTFIX_VERSION
   return CKPTFIX_VERSION;

@@ -9,6 +9,8 @@
 
 #include "ckptfix/checkpoint.h"
 #include "ckptfix/error.h"
+#include "ckptfix/save.h"
+#include "ckptfix/verify.h"
 
 namespace ckptfix::cli {
 
@@ -30,6 +32,11 @@ int exit_code_for(const Error& e);
 
 /// ["state_dict", "conv.weight"] / [0, 1] as a JSON array.
 nlohmann::json path_to_json(const Path& path);
+
+/// The "verification" object of a written file's JSON report.
+nlohmann::json verification_json(const SaveResult& saved);
+/// The "gpu" object: status, and reason or device, bytes, seconds.
+nlohmann::json gpu_json(const GpuReport& gpu);
 
 /// Version string.
 const char* version();

@@ -1,6 +1,7 @@
 #include "cli/rewrite.h"
 
 #include <chrono>
+#include <cstdlib>
 #include <filesystem>
 #include <iostream>
 #include <sstream>
@@ -10,6 +11,7 @@
 #include "ckptfix/checkpoint.h"
 #include "ckptfix/error.h"
 #include "ckptfix/save.h"
+#include "ckptfix/verify.h"
 #include "cli/report.h"
 
 namespace ckptfix::cli {
@@ -41,8 +43,6 @@ void validate_outputs(const RewriteArgs& args) {
     throw usage("-o takes one input; use --out-dir DIR for " + std::to_string(args.inputs.size()) + " inputs");
   }
 }
-
-std::string dict_name(const Path& path) { return path.empty() ? "<root>" : path_to_string(path); }
 
 // One line per kind of change, for people.
 std::vector<std::string> describe(const PassReport& report, const SaveResult* saved) {
@@ -106,6 +106,22 @@ nlohmann::json changes_json(const PassReport& report, const SaveResult* saved) {
           {"flushed_to_zero", flushed}};
 }
 
+// Fault injection for the tests (docs/cli.md): CKPTFIX_TEST_FAULT=write-fails-after:N
+// or corrupt-before-verify.
+void apply_test_faults(SaveOptions& options) {
+  const char* fault = std::getenv("CKPTFIX_TEST_FAULT");
+  if (fault == nullptr) return;
+  const std::string f = fault;
+  const std::string after = "write-fails-after:";
+  if (f.compare(0, after.size(), after) == 0) {
+    options.test_fail_write_after = std::stoll(f.substr(after.size()));
+  } else if (f == "corrupt-before-verify") {
+    options.test_corrupt_before_verify = true;
+  } else {
+    throw usage("CKPTFIX_TEST_FAULT='" + f + "' is not a known fault");
+  }
+}
+
 }  // namespace
 
 void add_rewrite_options(CLI::App* cmd, RewriteArgs& args) {
@@ -116,6 +132,8 @@ void add_rewrite_options(CLI::App* cmd, RewriteArgs& args) {
   cmd->add_flag("-f,--force", args.force, "Overwrite existing outputs");
   cmd->add_flag("--json", args.json, "Print one JSON report on stdout (schema in docs/cli.md)");
   cmd->add_flag("-q,--quiet", args.quiet, "Print nothing but errors");
+  cmd->add_flag("--no-verify", args.no_verify, "Skip verifying each written file before it replaces anything");
+  cmd->add_option("--gpu", args.gpu, "GPU round trip during verification: auto (default), require or off");
 }
 
 void add_key_option(CLI::App* cmd, PassOptions& passes) {
@@ -158,9 +176,14 @@ void finish_cast_options(const std::string& dtype, const std::vector<std::string
 }
 
 int run_rewrite(const std::string& command, const RewriteArgs& args, const PassOptions& passes) {
+  SaveOptions save_options;
   try {
     validate_outputs(args);
     validate_pass_options(passes);
+    save_options.verify = !args.no_verify;
+    save_options.verify_options.gpu = parse_gpu_mode(args.gpu);
+    apply_test_faults(save_options);
+    if (save_options.verify) require_gpu_if_asked(save_options.verify_options.gpu);
     if (!args.out_dir.empty()) std::filesystem::create_directories(args.out_dir);
   } catch (const Error& e) {
     print_error(e);
@@ -192,9 +215,10 @@ int run_rewrite(const std::string& command, const RewriteArgs& args, const PassO
         ++unchanged;
         if (!args.quiet) std::cerr << "ckptfix: " << input << ": nothing to change" << std::endl;
       } else {
-        SaveOptions options;
+        SaveOptions options = save_options;
         options.overwrite = args.force || args.in_place;
         const SaveResult saved = save(checkpoint, output, options);
+        doc["verification"] = verification_json(saved);
         const bool changed = report.changed();
         doc["status"] = changed ? "ok" : "unchanged";
         doc["changes"] = changes_json(report, &saved);
@@ -206,6 +230,10 @@ int run_rewrite(const std::string& command, const RewriteArgs& args, const PassO
           if (lines.empty()) std::cerr << "nothing to change; " << (command == "convert" ? "re-written" : "written as is");
           for (size_t i = 0; i < lines.size(); ++i) std::cerr << (i ? "; " : "") << lines[i];
           std::cerr << " (" << human_bytes(saved.bytes) << ")" << std::endl;
+          std::cerr << "ckptfix: " << output.string() << ": "
+                    << (saved.verification ? "verified: " + saved.verification->summary()
+                                           : std::string("not verified (--no-verify)"))
+                    << std::endl;
         }
       }
     } catch (Error& e) {

@@ -20,9 +20,12 @@ struct RewriteArgs {
   bool force = false;
   bool json = false;
   bool quiet = false;
+  bool no_verify = false;
+  std::string gpu = "auto";
 };
 
-/// Adds IN..., -o, --out-dir, --in-place, --force, --json, --quiet.
+/// Adds IN..., -o, --out-dir, --in-place, --force, --json, --quiet,
+/// --no-verify, --gpu.
 void add_rewrite_options(CLI::App* cmd, RewriteArgs& args);
 /// Adds --key PATH (repeatable).
 void add_key_option(CLI::App* cmd, PassOptions& passes);

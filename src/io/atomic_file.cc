@@ -22,7 +22,10 @@ Error io_error(const std::string& what, const std::filesystem::path& file) {
 }
 
 std::string temp_prefix(const std::filesystem::path& target) {
-  return "." + target.filename().string() + kTempMarker;
+  std::string prefix = ".";  // built step by step: GCC 12 warns falsely (-Wrestrict) on "." + string
+  prefix += target.filename().string();
+  prefix += kTempMarker;
+  return prefix;
 }
 
 bool process_alive(long pid) {

@@ -1,15 +1,14 @@
 // Streams one storage's bytes out of the input file, front to back, in the
-// byte order every writer uses (little-endian): pread for stored data, zlib
-// for deflated records, and a byte swap when the input is big-endian.
+// byte order every writer uses (little-endian): the record's bytes, byte
+// swapped when the input is big-endian.
 #pragma once
 
 #include <cstdint>
-#include <memory>
 #include <span>
 
 #include "ckptfix/checkpoint.h"
 #include "io/input_file.h"
-#include "zip/inflate.h"
+#include "zip/record_reader.h"
 
 namespace ckptfix {
 
@@ -23,13 +22,11 @@ class StorageReader {
   uint64_t read(std::span<std::byte> out);
   /// Skips n bytes (for big-endian inputs a multiple of the element size).
   void skip(uint64_t n);
-  uint64_t remaining() const { return storage_.nbytes - position_; }
+  uint64_t remaining() const { return record_.remaining(); }
 
  private:
-  const InputFile& file_;
   const Storage& storage_;
-  uint64_t position_ = 0;
-  std::unique_ptr<Inflater> inflater_;
+  RecordReader record_;
 };
 
 /// Reverses the bytes of each `unit`-byte word in place.

@@ -1,5 +1,6 @@
 #include "write/checkpoint_writer.h"
 
+#include <cstdio>
 #include <memory>
 #include <unordered_map>
 #include <xxhash.h>
@@ -76,8 +77,13 @@ SaveResult write_checkpoint(const Checkpoint& checkpoint, ByteSink& sink, const 
   for (size_t index : pickled.storage_order) total += storages[index].output_nbytes();
 
   ZipWriter zip(sink);
-  zip.add(root + "data.pkl", as_bytes(pickled.bytes));
-  zip.add(root + "byteorder", as_bytes("little"));
+  std::vector<uint64_t> hashes;  // XXH3 of each record, in record order
+  auto add_small = [&](const std::string& name, std::string_view bytes) {
+    zip.add(name, as_bytes(bytes));
+    hashes.push_back(XXH3_64bits(bytes.data(), bytes.size()));
+  };
+  add_small(root + "data.pkl", pickled.bytes);
+  add_small(root + "byteorder", "little");
 
   StorageCopier copier(checkpoint.impl().file);
   uint64_t done = 0;
@@ -100,23 +106,86 @@ SaveResult write_checkpoint(const Checkpoint& checkpoint, ByteSink& sink, const 
     written.flushed = copied.stats.flushed;
     zip.end();
     written.crc32 = zip.records().back().crc32;
+    // The input's own CRC, where it recorded one: unconverted bytes have the
+    // CRC just computed for the output; converted ones were checked by the copier.
+    const uint32_t source_crc = s.cast_to || s.big_endian ? copied.source_crc32 : written.crc32;
+    if (s.source.crc32 != 0 && source_crc != s.source.crc32) {
+      throw Error(ErrorKind::kCorrupt, "the input record is damaged: its bytes have CRC-32 " + std::to_string(source_crc) +
+                                           " but the archive records " + std::to_string(s.source.crc32))
+          .in_file(checkpoint.file_name())
+          .at(s.source.record);
+    }
+    hashes.push_back(written.hash);
     result.storages.push_back(std::move(written));
   }
-  zip.add(root + "version", as_bytes("3\n"));
+  add_small(root + "version", "3\n");
   zip.finish();
 
-  for (const WrittenRecord& r : zip.records()) result.records.push_back({r.name, r.data_offset, r.size, r.crc32});
+  for (size_t i = 0; i < zip.records().size(); ++i) {
+    const WrittenRecord& r = zip.records()[i];
+    result.records.push_back({r.name, r.data_offset, r.size, r.crc32, hashes[i]});
+  }
   result.bytes = sink.position();
   return result;
 }
 
+namespace {
+
+// Fault injection: a sink that fails after a given number of bytes.
+class FailingSink final : public ByteSink {
+ public:
+  FailingSink(ByteSink& inner, uint64_t limit) : inner_(inner), limit_(limit) {}
+  void write(std::span<const std::byte> data) override {
+    if (inner_.position() + data.size() > limit_) {
+      throw Error(ErrorKind::kIo, "write failed: injected fault after " + std::to_string(limit_) + " bytes");
+    }
+    inner_.write(data);
+  }
+  uint64_t position() const override { return inner_.position(); }
+
+ private:
+  ByteSink& inner_;
+  uint64_t limit_;
+};
+
+void corrupt_first_storage(const std::filesystem::path& file, const SaveResult& result) {
+  for (const SaveResult::Record& r : result.records) {
+    if (r.name.find("/data/") == std::string::npos || r.size == 0) continue;
+    std::FILE* f = std::fopen(file.c_str(), "r+b");
+    if (f == nullptr) return;
+    const long at = static_cast<long>(r.data_offset + r.size / 2);
+    std::fseek(f, at, SEEK_SET);
+    const int c = std::fgetc(f);
+    std::fseek(f, at, SEEK_SET);
+    std::fputc(c ^ 0x01, f);
+    std::fclose(f);
+    return;
+  }
+}
+
+}  // namespace
+
 SaveResult save(const Checkpoint& checkpoint, const std::filesystem::path& path, const SaveOptions& options) {
+  if (options.verify) require_gpu_if_asked(options.verify_options.gpu);  // before writing anything
   AtomicFile out(path, options.overwrite);
   SaveResult result;
   try {
-    result = write_checkpoint(checkpoint, out.sink(), options);
+    std::unique_ptr<FailingSink> failing;
+    ByteSink* sink = &out.sink();
+    if (options.test_fail_write_after >= 0) {
+      failing = std::make_unique<FailingSink>(out.sink(), static_cast<uint64_t>(options.test_fail_write_after));
+      sink = failing.get();
+    }
+    result = write_checkpoint(checkpoint, *sink, options);
+    out.flush();
+    if (options.test_corrupt_before_verify) corrupt_first_storage(out.temp_path(), result);
+    if (options.verify) result.verification = verify_written(out.temp_path(), checkpoint, result, options.verify_options);
   } catch (Error& e) {
     e.in_file(path.string());
+    // The temporary file goes with `out`; say so where a write was under way.
+    if (e.kind() == ErrorKind::kIo || e.kind() == ErrorKind::kVerification || e.kind() == ErrorKind::kGpu) {
+      e.note("nothing was written");
+    }
     throw;
   }
   out.commit();

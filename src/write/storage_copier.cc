@@ -5,6 +5,8 @@
 
 #include "ckptfix/error.h"
 #include "storage/storage_reader.h"
+#include "zip/crc32.h"
+#include "zip/record_reader.h"
 
 namespace ckptfix {
 
@@ -12,7 +14,11 @@ StorageCopier::StorageCopier(std::shared_ptr<const InputFile> input)
     : input_(std::move(input)), in_(kChunkBytes), out_(kChunkBytes * 4) {}
 
 StorageCopier::Copied StorageCopier::copy(const Storage& storage, const std::function<void(std::span<const std::byte>)>& emit) {
-  StorageReader reader(*input_, storage);
+  // The raw record is read here (not through StorageReader) so its CRC-32 can
+  // be checked against the archive's even when the bytes are then swapped or cast.
+  RecordReader reader(*input_, storage.source.offset, storage.source.length,
+                      storage.source.encoding == StorageSource::Encoding::kDeflated, storage.nbytes,
+                      storage.source.record);
   std::unique_ptr<XXH3_state_t, decltype(&XXH3_freeState)> hash(XXH3_createState(), XXH3_freeState);
   XXH3_64bits_reset(hash.get());
   const DType from = storage.dtype;
@@ -27,6 +33,9 @@ StorageCopier::Copied StorageCopier::copy(const Storage& storage, const std::fun
   uint64_t first = 0;
   while (reader.remaining() > 0) {
     const uint64_t n = reader.read(std::span(in_).first(std::min<uint64_t>(chunk, reader.remaining())));
+    const bool transformed = convert || storage.big_endian;
+    if (transformed) copied.source_crc32 = crc32_update(copied.source_crc32, std::span(in_).first(n));
+    if (storage.big_endian) byteswap_in_place(std::span(in_).first(n), swap_unit(storage.dtype));
     std::span<const std::byte> bytes(in_.data(), n);
     if (convert) {
       const size_t count = n / in_size;

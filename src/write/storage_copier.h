@@ -25,6 +25,7 @@ class StorageCopier {
   struct Copied {
     uint64_t hash = 0;    ///< XXH3-64 of the bytes emitted
     ConvertStats stats;   ///< what a conversion did (zeros when none)
+    uint32_t source_crc32 = 0;  ///< CRC-32 of the input bytes, when they were transformed
   };
   /// Streams the output bytes of `storage` to `emit`.
   Copied copy(const Storage& storage, const std::function<void(std::span<const std::byte>)>& emit);

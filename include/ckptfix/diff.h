@@ -1,0 +1,56 @@
+// Comparing two checkpoints tensor by tensor: which keys each has, and for
+// the keys both have, dtype, shape and device differences and how far the
+// values are apart.
+#pragma once
+
+#include <cstdint>
+#include <optional>
+#include <string>
+#include <vector>
+
+#include "ckptfix/checkpoint.h"
+
+namespace ckptfix {
+
+struct DiffOptions {
+  /// Values are equal when |a - b| <= atol + rtol * |b| (torch.allclose's
+  /// rule, with NaN equal to NaN); both 0 means exact.
+  double atol = 0;
+  double rtol = 0;
+  /// Match keys ignoring this prefix at the start of every path element.
+  std::optional<std::string> strip_prefix;
+  /// Match keys ignoring any chain of known wrapper prefixes (module., _orig_mod., ...).
+  bool strip_wrappers = false;
+  /// Do not count dtype (or device) differences as differences; values are
+  /// still compared, in float64.
+  bool ignore_dtype = false;
+  bool ignore_device = false;
+};
+
+/// How one tensor present in both files compares.
+struct TensorDiff {
+  std::string key;  ///< the matched key ('/'-separated path, prefixes removed)
+  std::string dtype_a, dtype_b;
+  std::vector<int64_t> shape_a, shape_b;
+  std::string device_a, device_b;
+  uint64_t numel = 0;
+  uint64_t mismatched = 0;  ///< elements outside the tolerance
+  double max_abs_diff = 0;  ///< over elements where both are numbers
+  double max_rel_diff = 0;  ///< |a - b| / |b|, over elements where b != 0
+  bool dtype_differs() const { return dtype_a != dtype_b; }
+  bool shape_differs() const { return shape_a != shape_b; }
+  bool device_differs() const { return device_a != device_b; }
+};
+
+struct DiffReport {
+  std::vector<std::string> only_in_a;
+  std::vector<std::string> only_in_b;
+  std::vector<TensorDiff> tensors;  ///< every key both have, in A's order
+  bool equal = true;                ///< no difference that counts under the options
+};
+
+/// Compares every tensor position of `a` and `b`. Reads tensor bytes in
+/// chunks (a non-contiguous view reads the part of its storage it spans).
+DiffReport diff_checkpoints(const Checkpoint& a, const Checkpoint& b, const DiffOptions& options = {});
+
+}  // namespace ckptfix

@@ -1,0 +1,82 @@
+// Verification: proving a checkpoint file holds what it should.
+//
+// Two entry points:
+//  * verify_written() runs on every file ckptfix writes, on the finished
+//    temporary file, before it may replace anything: the archive is re-read
+//    (records, offsets, 64-byte alignment, CRC-32s), the pickle is re-parsed
+//    and its tensors compared with what the passes intended (keys, dtypes,
+//    shapes, strides, offsets, devices, sharing), and every storage's bytes
+//    are hashed (XXH3-64) and compared with the hash of the bytes the writer
+//    meant to write (the source bytes, converted where a cast asked for it).
+//  * verify_file() checks a checkpoint on its own: structure, every record's
+//    CRC-32, a safe parse of the pickle, every tensor view inside its
+//    storage, every storage record of the right size.
+// Both can add the GPU round trip: every storage copied into GPU memory and
+// back, and the returned bytes compared with the expected hash.
+#pragma once
+
+#include <cstdint>
+#include <filesystem>
+#include <string>
+#include <vector>
+
+#include "ckptfix/checkpoint.h"
+
+namespace ckptfix {
+
+struct SaveResult;
+
+/// Whether to run the GPU round trip.
+enum class GpuMode {
+  kAuto,     ///< when a CUDA device is usable; otherwise report why it was skipped
+  kRequire,  ///< fail (Error kGpu) when no CUDA device is usable
+  kOff,      ///< never
+};
+
+/// Parses "auto", "require" or "off"; throws Error(kInvalidArgument).
+GpuMode parse_gpu_mode(const std::string& text);
+
+struct VerifyOptions {
+  GpuMode gpu = GpuMode::kAuto;
+};
+
+/// What the GPU round trip did.
+struct GpuReport {
+  std::string status = "off";  ///< "ok", "skipped", "off"
+  std::string reason;          ///< why it was skipped
+  std::string device;          ///< e.g. "NVIDIA A100 (cuda:0)"
+  uint64_t bytes = 0;          ///< bytes copied to the device (and back)
+  double seconds = 0;
+};
+
+/// What was verified.
+struct VerifyReport {
+  bool written = false;             ///< verify_written (true) or verify_file (false)
+  bool zip = true;                  ///< false for legacy files (which have no CRCs)
+  uint64_t records = 0;             ///< zip records read back
+  uint64_t records_crc_checked = 0; ///< ... whose CRC-32 was recomputed and matched
+  uint64_t storages = 0;            ///< storages whose bytes were checked
+  uint64_t tensors = 0;             ///< tensor positions compared
+  uint64_t bytes = 0;               ///< bytes read back and hashed
+  double seconds = 0;
+  GpuReport gpu;
+
+  /// One line for people, e.g. "read back 12 records (CRC-32 and XXH3 as
+  /// written), 9 tensors as intended; GPU round trip skipped: no CUDA device".
+  std::string summary() const;
+};
+
+/// Checks a written file against what was meant to be written. Throws
+/// Error(kVerification) saying what differed (record, key, expected vs
+/// found), or Error(kGpu) when the GPU round trip is required but cannot run.
+VerifyReport verify_written(const std::filesystem::path& file, const Checkpoint& intended, const SaveResult& written,
+                            const VerifyOptions& options = {});
+
+/// Checks a checkpoint on its own. Throws Error(kCorrupt) naming the damaged
+/// record or structure, or the errors Checkpoint::open throws.
+VerifyReport verify_file(const std::filesystem::path& file, const VerifyOptions& options = {});
+
+/// Fails early (Error kGpu) when `mode` is kRequire and no CUDA device is usable.
+void require_gpu_if_asked(GpuMode mode);
+
+}  // namespace ckptfix

@@ -1,0 +1,110 @@
+#include "diff/element_reader.h"
+
+#include <algorithm>
+#include <cstring>
+
+#include "convert/convert.h"
+
+namespace ckptfix {
+namespace {
+
+constexpr uint64_t kChunkElements = 1 << 20;
+
+template <typename T>
+T load(const std::byte* p) {
+  T v;
+  std::memcpy(&v, p, sizeof v);
+  return v;
+}
+
+bool is_contiguous(const Tensor& t) {
+  int64_t expected = 1;
+  for (size_t i = t.shape.size(); i-- > 0;) {
+    if (t.shape[i] != 1 && t.stride[i] != expected) return false;
+    expected *= t.shape[i];
+  }
+  return true;
+}
+
+}  // namespace
+
+ElementReader::ElementReader(const Checkpoint& checkpoint, const Tensor& tensor)
+    : checkpoint_(checkpoint),
+      tensor_(tensor),
+      element_size_(element_size(tensor.dtype)),
+      numel_(tensor.numel()),
+      contiguous_(is_contiguous(tensor)),
+      index_(tensor.shape.size(), 0) {
+  if (!contiguous_ && numel_ > 0) {
+    // The span of storage the view touches: offset .. offset + sum((size-1)*stride).
+    uint64_t last = static_cast<uint64_t>(tensor.storage_offset);
+    for (size_t i = 0; i < tensor.shape.size(); ++i) last += static_cast<uint64_t>((tensor.shape[i] - 1) * tensor.stride[i]);
+    buffer_first_ = static_cast<uint64_t>(tensor.storage_offset);
+    buffer_.resize((last - buffer_first_ + 1) * element_size_);
+    checkpoint.read_storage(static_cast<size_t>(tensor.storage), buffer_first_ * element_size_, buffer_);
+  }
+}
+
+double ElementReader::value(const std::byte* p, bool imaginary) const {
+  switch (tensor_.dtype) {
+    case DType::kFloat16: return half_bits_to_float(load<uint16_t>(p));
+    case DType::kBFloat16: return bfloat16_bits_to_float(load<uint16_t>(p));
+    case DType::kFloat32: return load<float>(p);
+    case DType::kFloat64: return load<double>(p);
+    case DType::kInt8:
+    case DType::kQInt8: return load<int8_t>(p);
+    case DType::kUInt8:
+    case DType::kQUInt8:
+    case DType::kBool: return load<uint8_t>(p);
+    case DType::kInt16: return load<int16_t>(p);
+    case DType::kInt32:
+    case DType::kQInt32: return load<int32_t>(p);
+    case DType::kInt64: return static_cast<double>(load<int64_t>(p));
+    case DType::kUInt16: return load<uint16_t>(p);
+    case DType::kUInt32: return load<uint32_t>(p);
+    case DType::kUInt64: return static_cast<double>(load<uint64_t>(p));
+    case DType::kComplex32: return half_bits_to_float(load<uint16_t>(p + (imaginary ? 2 : 0)));
+    case DType::kComplex64: return load<float>(p + (imaginary ? 4 : 0));
+    case DType::kComplex128: return load<double>(p + (imaginary ? 8 : 0));
+    default: {  // packed and float8 types: their raw bits, compared exactly
+      uint64_t bits = 0;
+      std::memcpy(&bits, p, std::min<uint32_t>(element_size_, 8));
+      return static_cast<double>(bits);
+    }
+  }
+}
+
+size_t ElementReader::next(size_t max, std::vector<double>& re, std::vector<double>& im, std::vector<uint64_t>& raw) {
+  const bool complex = tensor_.dtype == DType::kComplex32 || tensor_.dtype == DType::kComplex64 ||
+                       tensor_.dtype == DType::kComplex128;
+  const uint64_t n = std::min<uint64_t>(max, numel_ - done_);
+  for (uint64_t k = 0; k < n; ++k) {
+    uint64_t element;  // index in the storage
+    if (contiguous_) {
+      element = static_cast<uint64_t>(tensor_.storage_offset) + done_;
+      if (buffer_.empty() || element < buffer_first_ || element >= buffer_first_ + buffer_.size() / element_size_) {
+        const uint64_t count = std::min(kChunkElements, numel_ - done_);
+        buffer_.resize(count * element_size_);
+        buffer_first_ = element;
+        checkpoint_.read_storage(static_cast<size_t>(tensor_.storage), element * element_size_, buffer_);
+      }
+    } else {
+      element = static_cast<uint64_t>(tensor_.storage_offset);
+      for (size_t d = 0; d < index_.size(); ++d) element += static_cast<uint64_t>(index_[d] * tensor_.stride[d]);
+      for (size_t d = index_.size(); d-- > 0;) {  // advance the row-major multi-index
+        if (++index_[d] < tensor_.shape[d]) break;
+        index_[d] = 0;
+      }
+    }
+    const std::byte* p = buffer_.data() + (element - buffer_first_) * element_size_;
+    re.push_back(value(p, false));
+    im.push_back(complex ? value(p, true) : 0.0);
+    uint64_t bits = 0;  // exact comparison of integers that float64 cannot hold
+    std::memcpy(&bits, p, std::min<uint32_t>(element_size_, 8));
+    raw.push_back(bits);
+    ++done_;
+  }
+  return n;
+}
+
+}  // namespace ckptfix

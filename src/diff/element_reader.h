@@ -1,0 +1,34 @@
+// Reads a tensor's elements in row-major order as float64 (real and
+// imaginary parts), whatever its dtype, strides and storage offset.
+#pragma once
+
+#include <cstdint>
+#include <vector>
+
+#include "ckptfix/checkpoint.h"
+
+namespace ckptfix {
+
+class ElementReader {
+ public:
+  ElementReader(const Checkpoint& checkpoint, const Tensor& tensor);
+
+  /// Appends up to `max` next elements; returns how many. `re`/`im` receive
+  /// their values, `raw` their first 8 bytes (integers compare exactly).
+  size_t next(size_t max, std::vector<double>& re, std::vector<double>& im, std::vector<uint64_t>& raw);
+
+ private:
+  double value(const std::byte* p, bool imaginary) const;
+
+  const Checkpoint& checkpoint_;
+  const Tensor& tensor_;
+  uint32_t element_size_;
+  uint64_t numel_;
+  uint64_t done_ = 0;
+  bool contiguous_;
+  std::vector<std::byte> buffer_;   // contiguous: the current chunk; otherwise the spanned range
+  uint64_t buffer_first_ = 0;       // element index (in the storage) of buffer_[0]
+  std::vector<int64_t> index_;      // current multi-index for strided reads
+};
+
+}  // namespace ckptfix

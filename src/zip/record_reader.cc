@@ -1,0 +1,54 @@
+#include "zip/record_reader.h"
+
+#include <algorithm>
+#include <vector>
+
+#include "ckptfix/error.h"
+
+namespace ckptfix {
+
+RecordReader::RecordReader(const InputFile& file, uint64_t offset, uint64_t length, bool deflated, uint64_t size,
+                           std::string what)
+    : file_(file), offset_(offset), size_(size), what_(std::move(what)) {
+  if (deflated) inflater_ = std::make_unique<Inflater>(file.view(offset, length, what_));
+}
+
+uint64_t RecordReader::read(std::span<std::byte> out) {
+  const uint64_t n = std::min<uint64_t>(out.size(), remaining());
+  if (n == 0) return 0;
+  auto dst = out.first(n);
+  try {
+    if (inflater_) {
+      if (inflater_->read(dst) != n) {
+        throw Error(ErrorKind::kCorrupt, "deflated data is shorter than the record's " + std::to_string(size_) + " bytes");
+      }
+    } else {
+      file_.read(offset_ + position_, dst, what_);
+    }
+  } catch (Error& e) {
+    e.in_file(file_.name()).at(what_);
+    throw;
+  }
+  position_ += n;
+  return n;
+}
+
+}  // namespace ckptfix
+
+namespace ckptfix {
+
+void RecordReader::skip(uint64_t n) {
+  n = std::min(n, remaining());
+  if (!inflater_) {
+    position_ += n;
+    return;
+  }
+  std::vector<std::byte> scratch(std::min<uint64_t>(n, 1 << 20));
+  while (n > 0) {
+    const uint64_t got = read(std::span(scratch).first(std::min<uint64_t>(n, scratch.size())));
+    if (got == 0) break;
+    n -= got;
+  }
+}
+
+}  // namespace ckptfix

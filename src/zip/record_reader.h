@@ -1,0 +1,36 @@
+// Streams the uncompressed bytes of one zip record (or of any stored byte
+// range) front to back: pread for stored data, zlib for deflated data.
+#pragma once
+
+#include <cstdint>
+#include <memory>
+#include <span>
+#include <string>
+
+#include "io/input_file.h"
+#include "zip/inflate.h"
+
+namespace ckptfix {
+
+class RecordReader {
+ public:
+  /// `offset`/`length`: the (compressed) bytes in the file; `size`: the
+  /// uncompressed size; `what`: the record name for messages.
+  RecordReader(const InputFile& file, uint64_t offset, uint64_t length, bool deflated, uint64_t size, std::string what);
+
+  /// Fills `out` with the next bytes; returns how many (fewer only at the end).
+  uint64_t read(std::span<std::byte> out);
+  /// Skips n bytes (a seek for stored data).
+  void skip(uint64_t n);
+  uint64_t remaining() const { return size_ - position_; }
+
+ private:
+  const InputFile& file_;
+  uint64_t offset_;
+  uint64_t size_;
+  uint64_t position_ = 0;
+  std::string what_;
+  std::unique_ptr<Inflater> inflater_;
+};
+
+}  // namespace ckptfix

@@ -1,0 +1,78 @@
+#!/usr/bin/python3
+"""SIGKILL at any moment of an --in-place run leaves the original file or the
+complete new one, never a mix; the next run on the same output removes the
+dead run's temporary file.
+
+A ~300 MiB checkpoint is generated with torch so a run takes long enough to
+be killed at many points (while writing, while verifying, around the rename).
+"""
+import glob
+import os
+import shutil
+import signal
+import subprocess
+import sys
+import tempfile
+import time
+import unittest
+
+sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", "interop"))
+import support  # noqa: E402
+
+GENERATE = """
+import collections, sys, torch
+torch.manual_seed(0)
+sd = collections.OrderedDict((f'module.layer{i}.weight', torch.rand(8 << 20)) for i in range(9))
+torch.save(sd, sys.argv[1])
+"""
+
+
+class CrashSafety(unittest.TestCase):
+    @classmethod
+    def setUpClass(cls):
+        cls.dir = tempfile.mkdtemp(prefix="ckptfix-crash-")
+        cls.original = os.path.join(cls.dir, "original.pt")
+        subprocess.run(["/usr/bin/python3", "-c", GENERATE, cls.original], check=True)
+        cls.reference = os.path.join(cls.dir, "reference.pt")
+        start = time.monotonic()
+        support.run("strip-prefix", cls.original, "-o", cls.reference, check=0)
+        cls.duration = time.monotonic() - start
+        cls.hashes = {support.sha256(cls.original): "original", support.sha256(cls.reference): "new"}
+
+    @classmethod
+    def tearDownClass(cls):
+        shutil.rmtree(cls.dir, ignore_errors=True)
+
+    def test_sigkill_at_any_moment(self):
+        work = os.path.join(self.dir, "work.pt")
+        outcomes = []
+        stale_seen = 0
+        # Kill points spread over the whole run, from start-up to just after the rename.
+        delays = [0.0, 0.005, 0.02] + [self.duration * f for f in (0.1, 0.2, 0.3, 0.4, 0.5, 0.6, 0.7, 0.8, 0.9, 0.97, 1.1)]
+        for delay in delays:
+            with self.subTest(delay=round(delay, 3)):
+                shutil.copy(self.original, work)
+                proc = subprocess.Popen([support.CKPTFIX, "strip-prefix", "--in-place", work],
+                                        stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+                time.sleep(delay)
+                proc.send_signal(signal.SIGKILL)
+                proc.wait()
+                state = self.hashes.get(support.sha256(work))
+                self.assertIsNotNone(state, f"killed after {delay:.3f} s: work.pt is neither the original nor the new file")
+                outcomes.append(state)
+                # A run that died mid-way leaves a temporary file named after it ...
+                stale = glob.glob(os.path.join(self.dir, ".work.pt.ckptfix-*.tmp"))
+                stale_seen += bool(stale)
+                # ... which the next run on the same output removes.
+                support.run("strip-prefix", "--in-place", work, check=0)
+                self.assertEqual(self.hashes[support.sha256(work)], "new")
+                self.assertEqual(glob.glob(os.path.join(self.dir, ".work.pt.ckptfix-*.tmp")), [],
+                                 f"stale temporary files {stale} were not cleaned up")
+        # The kill points must have hit both sides of the rename to mean anything.
+        self.assertIn("original", outcomes)
+        self.assertIn("new", outcomes)
+        self.assertGreater(stale_seen, 0, "no kill left a temporary file, so cleanup was never exercised")
+
+
+if __name__ == "__main__":
+    unittest.main(argv=support.parse_args())

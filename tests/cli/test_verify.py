@@ -1,0 +1,239 @@
+#!/usr/bin/python3
+"""Verification: `ckptfix verify`, the verification of every write, the GPU
+round trip's no-device path, and fault injection proving that no partial or
+unverified output ever appears and that inputs are left untouched."""
+import contextlib
+import json
+import os
+import resource
+import shutil
+import signal
+import struct
+import subprocess
+import sys
+import tempfile
+import unittest
+import zipfile
+
+sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", "interop"))
+import support  # noqa: E402
+import torch  # noqa: E402
+import torch_compare  # noqa: E402
+
+WRITERS = [  # every command that writes, with the options it needs
+    ["convert"],
+    ["strip-prefix"],
+    ["add-prefix", "--prefix", "module."],
+    ["remap", "--to", "cpu"],
+    ["cast", "--dtype", "bf16"],
+    ["fix", "--auto-prefix", "--to", "cpu", "--dtype", "fp16"],
+]
+
+
+def flip_byte(path, offset):
+    with open(path, "r+b") as f:
+        f.seek(offset)
+        b = f.read(1)
+        f.seek(offset)
+        f.write(bytes([b[0] ^ 0x10]))
+
+
+def record_offset(path, name):
+    """Data offset of a zip record (from its local header)."""
+    with zipfile.ZipFile(path) as z:
+        info = z.getinfo(name)
+    with open(path, "rb") as f:
+        f.seek(info.header_offset + 26)
+        name_len, extra_len = struct.unpack("<HH", f.read(4))
+    return info.header_offset + 30 + name_len + extra_len, info.file_size
+
+
+class Verify(unittest.TestCase):
+    def setUp(self):
+        tmp = tempfile.TemporaryDirectory()
+        self.addCleanup(tmp.cleanup)
+        self.tmp = tmp.name
+
+    def copy(self, name):
+        dst = os.path.join(self.tmp, name)
+        shutil.copy(support.fixture(name), dst)
+        return dst
+
+    def test_every_valid_fixture_verifies(self):
+        for entry in support.manifest("valid"):
+            with self.subTest(fixture=entry["file"]):
+                proc = support.run("verify", "--json", support.fixture(entry["file"]), check=0)
+                doc = json.loads(proc.stdout)["inputs"][0]
+                self.assertEqual(doc["status"], "ok")
+                gpu = doc["verification"]["gpu"]
+                self.assertIn(gpu["status"], ("ok", "skipped"))
+                if gpu["status"] == "skipped":
+                    self.assertTrue(gpu["reason"], "a skipped GPU round trip says why")
+                if entry["format"] == "zip":
+                    self.assertEqual(doc["verification"]["records_crc_checked"], doc["verification"]["records"])
+
+    def test_damaged_tensor_record_is_named(self):
+        path = self.copy("many_records.pt")
+        offset, size = record_offset(path, "archive/data/299")
+        flip_byte(path, offset + size // 2)
+        proc = support.run("verify", path, check=1)
+        self.assertRegex(proc.stderr, r"^ckptfix: error: '.*many_records.pt': archive/data/299: CRC-32 mismatch: "
+                                      r"the archive records 0x[0-9a-f]{8} but the data gives 0x[0-9a-f]{8}; "
+                                      r"the record is damaged\n$")
+
+    def test_damaged_data_pkl_is_named(self):
+        path = self.copy("training.pt")
+        offset, size = record_offset(path, "training/data.pkl")
+        flip_byte(path, offset + size // 3)
+        proc = support.run("verify", path, check=1)
+        self.assertIn("training/data.pkl: CRC-32 mismatch", proc.stderr)
+
+    def test_damaged_central_directory(self):
+        path = self.copy("plain_state_dict.pt")
+        with open(path, "rb") as f:
+            data = f.read()
+        cd = data.index(b"PK\x01\x02")
+        flip_byte(path, cd + 1)  # the signature
+        proc = support.run("verify", path, check=1)
+        self.assertIn("central directory entry 0", proc.stderr)
+        path = self.copy("dataparallel.pt")
+        with open(path, "rb") as f:
+            data = f.read()
+        second = data.index(b"PK\x01\x02", data.index(b"PK\x01\x02") + 1)
+        flip_byte(path, second + 16)  # the CRC-32 field of the second entry
+        proc = support.run("verify", path, check=1)
+        self.assertIn("dataparallel/data/0: CRC-32 mismatch", proc.stderr)
+
+    def test_damaged_inputs_are_refused_by_writers_too(self):
+        # torch itself never checks CRCs; ckptfix refuses to re-save bit rot.
+        path = self.copy("plain_state_dict.pt")
+        offset, size = record_offset(path, "plain_state_dict/data/7")
+        flip_byte(path, offset + 1)
+        for args in (["convert"], ["cast", "--dtype", "bf16"]):
+            with self.subTest(command=args[0]):
+                out = os.path.join(self.tmp, "out.pt")
+                proc = support.run(*args, path, "-o", out, check=1)
+                self.assertIn("plain_state_dict/data/7: the input record is damaged", proc.stderr)
+                self.assertFalse(os.path.exists(out))
+
+    def test_gpu_modes(self):
+        proc = support.run("verify", "--json", "--gpu", "off", support.fixture("cuda0.pt"), check=0)
+        self.assertEqual(json.loads(proc.stdout)["inputs"][0]["verification"]["gpu"], {"status": "off"})
+        status = json.loads(support.run("verify", "--json", support.fixture("cuda0.pt"), check=0).stdout)
+        gpu = status["inputs"][0]["verification"]["gpu"]
+        if gpu["status"] == "skipped":
+            # No usable GPU here: require must fail cleanly and write nothing.
+            proc = support.run("verify", "--gpu", "require", support.fixture("cuda0.pt"), check=1)
+            self.assertIn("GPU round trip required (--gpu require) but it cannot run", proc.stderr)
+            out = os.path.join(self.tmp, "out.pt")
+            proc = support.run("convert", "--gpu", "require", support.fixture("cuda0.pt"), "-o", out, check=1)
+            self.assertIn(gpu["reason"], proc.stderr)
+            self.assertEqual(os.listdir(self.tmp), [])
+        else:
+            self.assertEqual(gpu["status"], "ok")
+            self.assertGreater(gpu["bytes"], 0)
+        support.run("verify", "--gpu", "sometimes", support.fixture("cuda0.pt"), check=2)
+
+
+class VerifiedWrites(unittest.TestCase):
+    def setUp(self):
+        tmp = tempfile.TemporaryDirectory()
+        self.addCleanup(tmp.cleanup)
+        self.tmp = tmp.name
+        self.src = os.path.join(self.tmp, "in.pt")
+        shutil.copy(support.fixture("training_dp_cuda.pt"), self.src)
+        self.src_hash = support.sha256(self.src)
+
+    def assert_nothing_new(self, allowed=("in.pt",)):
+        self.assertEqual(sorted(os.listdir(self.tmp)), sorted(allowed))
+        self.assertEqual(support.sha256(self.src), self.src_hash, "the input must be untouched")
+
+    def test_every_write_is_verified_and_says_so(self):
+        for command in WRITERS:
+            with self.subTest(command=command[0]):
+                out = os.path.join(self.tmp, "out.pt")
+                proc = support.run(*command, self.src, "-o", out, "--force", "--json", check=0)
+                doc = json.loads(proc.stdout)["inputs"][0]
+                v = doc["verification"]
+                self.assertEqual(v["status"], "ok")
+                self.assertEqual(v["records"], v["records_crc_checked"])
+                self.assertGreater(v["storages"], 0)
+                self.assertGreater(v["tensors"], 0)
+                self.assertIn(v["gpu"]["status"], ("ok", "skipped"))
+                self.assertRegex(proc.stderr, r"out\.pt: verified: read back \d+ records \(CRC-32 and XXH3 as written\), "
+                                              r"\d+ tensors as intended; GPU round trip (ok|skipped: .+)")
+                torch_compare.load_with_locations(out)  # and torch reads it
+
+    def test_no_verify_says_so(self):
+        out = os.path.join(self.tmp, "out.pt")
+        proc = support.run("convert", self.src, "-o", out, "--no-verify", "--json", check=0)
+        self.assertEqual(json.loads(proc.stdout)["inputs"][0]["verification"],
+                         {"status": "skipped", "reason": "--no-verify"})
+        self.assertIn("not verified (--no-verify)", proc.stderr)
+
+    def run_with_fault(self, fault, *args, preexec=None):
+        env = dict(os.environ, CKPTFIX_TEST_FAULT=fault) if fault else dict(os.environ)
+        return subprocess.run([support.CKPTFIX, *args], capture_output=True, text=True, env=env, preexec_fn=preexec)
+
+    def test_sink_failing_part_way_leaves_nothing(self):
+        size = os.path.getsize(support.fixture("training_dp_cuda.pt"))
+        for after in [0, 100, 5000, size // 2, size - 200]:
+            with self.subTest(fail_after=after):
+                out = os.path.join(self.tmp, "out.pt")
+                proc = self.run_with_fault(f"write-fails-after:{after}", "strip-prefix", self.src, "-o", out)
+                self.assertEqual(proc.returncode, 1, proc.stderr)
+                self.assertIn("injected fault", proc.stderr)
+                self.assertIn("nothing was written", proc.stderr)
+                self.assert_nothing_new()
+
+    def test_failures_leave_an_existing_output_and_in_place_input_untouched(self):
+        out = os.path.join(self.tmp, "out.pt")
+        shutil.copy(support.fixture("plain_state_dict.pt"), out)
+        before = support.sha256(out)
+        for fault in ["write-fails-after:3000", "corrupt-before-verify"]:
+            with self.subTest(fault=fault):
+                proc = self.run_with_fault(fault, "cast", "--dtype", "bf16", self.src, "-o", out, "--force")
+                self.assertEqual(proc.returncode, 1, proc.stderr)
+                self.assertEqual(support.sha256(out), before)
+                proc = self.run_with_fault(fault, "cast", "--dtype", "bf16", self.src, "--in-place")
+                self.assertEqual(proc.returncode, 1, proc.stderr)
+                self.assert_nothing_new(("in.pt", "out.pt"))
+
+    def test_verification_mismatch_names_what_differed(self):
+        out = os.path.join(self.tmp, "out.pt")
+        proc = self.run_with_fault("corrupt-before-verify", "remap", "--to", "cpu", self.src, "-o", out)
+        self.assertEqual(proc.returncode, 1)
+        self.assertRegex(proc.stderr, r"^ckptfix: error: '.*out\.pt': training_dp_cuda/data/0: the bytes read back "
+                                      r"have CRC-32 0x[0-9a-f]{8} but 0x[0-9a-f]{8} was written; nothing was written\n$")
+        self.assert_nothing_new()
+
+    def test_full_output_directory(self):
+        """A real full file system when this machine lets us mount a small
+        tmpfs (as root), else the same write failure through RLIMIT_FSIZE."""
+        full = os.path.join(self.tmp, "full")
+        os.mkdir(full)
+        mounted = subprocess.run(["mount", "-t", "tmpfs", "-o", "size=8k", "tmpfs", full],
+                                 capture_output=True).returncode == 0
+        try:
+            out = os.path.join(full, "out.pt")
+            if mounted:
+                proc = subprocess.run([support.CKPTFIX, "convert", self.src, "-o", out], capture_output=True, text=True)
+                self.assertIn("No space left on device", proc.stderr)
+            else:
+                def limit():
+                    signal.signal(signal.SIGXFSZ, signal.SIG_IGN)
+                    resource.setrlimit(resource.RLIMIT_FSIZE, (8192, 8192))
+                proc = subprocess.run([support.CKPTFIX, "convert", self.src, "-o", out], capture_output=True,
+                                      text=True, preexec_fn=limit)
+                self.assertIn("File too large", proc.stderr)
+            self.assertEqual(proc.returncode, 1, proc.stderr)
+            self.assertEqual(len(proc.stderr.splitlines()), 1, proc.stderr)
+            self.assertEqual(os.listdir(full), [], "no partial output, no temporary file")
+        finally:
+            if mounted:
+                subprocess.run(["umount", full], check=True)
+        self.assert_nothing_new(("in.pt", "full"))
+
+
+if __name__ == "__main__":
+    unittest.main(argv=support.parse_args())

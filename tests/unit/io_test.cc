@@ -1,0 +1,86 @@
+// Atomic outputs: temporary files beside the target, stale ones from dead
+// processes removed, nothing left behind on failure, no silent overwrite.
+#include <gtest/gtest.h>
+
+#include <unistd.h>
+
+#include <filesystem>
+#include <fstream>
+
+#include "io/atomic_file.h"
+#include "test_support.h"
+
+namespace ckptfix {
+namespace {
+
+namespace fs = std::filesystem;
+
+class AtomicFileTest : public ::testing::Test {
+ protected:
+  void SetUp() override {
+    dir_ = fs::temp_directory_path() / ("ckptfix-io-test-" + std::to_string(::getpid()));
+    fs::create_directories(dir_);
+  }
+  void TearDown() override { fs::remove_all(dir_); }
+  std::vector<std::string> listing() const {
+    std::vector<std::string> names;
+    for (const auto& e : fs::directory_iterator(dir_)) names.push_back(e.path().filename().string());
+    std::sort(names.begin(), names.end());
+    return names;
+  }
+  fs::path dir_;
+};
+
+TEST_F(AtomicFileTest, UncommittedFileLeavesNothing) {
+  {
+    AtomicFile out(dir_ / "out.pt", false);
+    out.sink().write(as_bytes("partial"));
+    EXPECT_TRUE(fs::exists(out.temp_path()));
+  }
+  EXPECT_TRUE(listing().empty());
+}
+
+TEST_F(AtomicFileTest, CommitReplacesOnlyWhenAllowed) {
+  std::ofstream(dir_ / "out.pt") << "old";
+  test::expect_error([&] { AtomicFile out(dir_ / "out.pt", false); }, ErrorKind::kExists, "use --force");
+  AtomicFile out(dir_ / "out.pt", true);
+  out.sink().write(as_bytes("new"));
+  out.commit();
+  EXPECT_EQ(test::read_file((dir_ / "out.pt").string()), "new");
+  EXPECT_EQ(listing(), std::vector<std::string>{"out.pt"});
+}
+
+TEST_F(AtomicFileTest, OutputAppearingMeanwhileIsNotOverwritten) {
+  AtomicFile out(dir_ / "out.pt", false);
+  out.sink().write(as_bytes("mine"));
+  std::ofstream(dir_ / "out.pt") << "theirs";
+  test::expect_error([&] { out.commit(); }, ErrorKind::kExists, "output appeared while writing");
+  EXPECT_EQ(test::read_file((dir_ / "out.pt").string()), "theirs");
+}
+
+TEST_F(AtomicFileTest, StaleTemporariesOfDeadProcessesAreRemoved) {
+  // pid_max is at most 2^22 on Linux, so this pid never belongs to a live process.
+  const fs::path stale = dir_ / ".out.pt.ckptfix-4194305-0.tmp";
+  const fs::path live = dir_ / (".out.pt.ckptfix-" + std::to_string(::getpid()) + "-999.tmp");
+  const fs::path other = dir_ / ".other.pt.ckptfix-4194305-0.tmp";
+  std::ofstream(stale) << "x";
+  std::ofstream(live) << "x";
+  std::ofstream(other) << "x";
+  EXPECT_EQ(AtomicFile::stale_temporaries(dir_ / "out.pt"), std::vector<fs::path>{stale});
+  { AtomicFile out(dir_ / "out.pt", false); }
+  EXPECT_FALSE(fs::exists(stale));
+  EXPECT_TRUE(fs::exists(live));   // a running writer's file is left alone
+  EXPECT_TRUE(fs::exists(other));  // another output's file too
+}
+
+TEST_F(AtomicFileTest, ReplacingKeepsTheTargetsPermissions) {
+  std::ofstream(dir_ / "out.pt") << "old";
+  fs::permissions(dir_ / "out.pt", fs::perms::owner_read | fs::perms::owner_write | fs::perms::group_read);
+  AtomicFile out(dir_ / "out.pt", true);
+  out.commit();
+  EXPECT_EQ(fs::status(dir_ / "out.pt").permissions() & fs::perms::all,
+            fs::perms::owner_read | fs::perms::owner_write | fs::perms::group_read);
+}
+
+}  // namespace
+}  // namespace ckptfix
