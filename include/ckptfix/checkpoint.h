@@ -152,6 +152,8 @@ class Checkpoint {
 
   /// The root object of the pickle.
   Value* root() const;
+  /// Makes another value of the graph the root (extracting a sub-object).
+  void set_root(Value* root);
   ValueGraph& graph();
 
   std::vector<Storage>& storages();

@@ -6,6 +6,7 @@
 //
 // `apply_passes` runs the requested passes in this order, so each sees the
 // result of the one before:
+//   0. extract          (the value at a path becomes the root; --key paths are then below it)
 //   1. strip prefixes   (explicit --prefix values first, then --auto)
 //   2. add a prefix
 //   3. remap devices
@@ -26,6 +27,10 @@ namespace ckptfix {
 
 /// What to do. Empty or unset fields mean "not this pass".
 struct PassOptions {
+  /// Keep only the value at this '/'-separated path (e.g. "state_dict"),
+  /// which becomes the root; storages nothing uses any more are dropped.
+  std::optional<std::string> extract;
+
   /// Dicts to edit, as '/'-separated paths from the root ("state_dict",
   /// "model/ema"); empty: every state dict outside optimizer states.
   std::vector<std::string> keys;
@@ -74,8 +79,12 @@ struct PassReport {
   std::vector<std::string> warnings;
   /// Dicts the passes were applied to.
   std::vector<Path> dicts;
+  /// The path extracted as the new root, if any.
+  std::optional<std::string> extracted;
 
-  bool changed() const { return !renames.empty() || storages_retagged > 0 || storages_cast > 0; }
+  bool changed() const {
+    return extracted.has_value() || !renames.empty() || storages_retagged > 0 || storages_cast > 0;
+  }
 };
 
 /// Checks options that do not depend on a file (device strings, dtypes,

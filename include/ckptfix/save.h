@@ -20,8 +20,9 @@ struct SaveOptions {
   std::string archive_root;
   /// Replace an existing output file.
   bool overwrite = false;
-  /// Called as tensor bytes are written (bytes done, bytes total).
-  std::function<void(uint64_t, uint64_t)> progress;
+  /// Called as tensor bytes are written ("writing") and, through
+  /// verify_options, read back ("verifying"): (phase, bytes done, bytes total).
+  ProgressCallback progress;
   /// Verify the finished temporary file before it replaces anything
   /// (see verify.h). Off only on request (--no-verify).
   bool verify = true;

@@ -17,6 +17,8 @@
 
 #include <cstdint>
 #include <filesystem>
+#include <functional>
+#include <string_view>
 #include <string>
 #include <vector>
 
@@ -36,8 +38,12 @@ enum class GpuMode {
 /// Parses "auto", "require" or "off"; throws Error(kInvalidArgument).
 GpuMode parse_gpu_mode(const std::string& text);
 
+/// Progress of long work: (phase, bytes done, bytes total).
+using ProgressCallback = std::function<void(std::string_view phase, uint64_t done, uint64_t total)>;
+
 struct VerifyOptions {
   GpuMode gpu = GpuMode::kAuto;
+  ProgressCallback progress;  ///< phase "verifying"
 };
 
 /// What the GPU round trip did.

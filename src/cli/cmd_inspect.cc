@@ -6,16 +6,12 @@
 
 #include "ckptfix/checkpoint.h"
 #include "ckptfix/prefixes.h"
+#include "cli/batch.h"
 #include "cli/commands.h"
 #include "cli/report.h"
 
 namespace ckptfix::cli {
 namespace {
-
-struct InspectArgs {
-  std::vector<std::string> files;
-  bool json = false;
-};
 
 struct Totals {
   uint64_t count = 0;
@@ -154,36 +150,46 @@ void print_human(const Checkpoint& ck, const nlohmann::json& doc, std::ostream& 
   }
 }
 
-int run(const InspectArgs& args) {
-  nlohmann::json inputs = nlohmann::json::array();
-  nlohmann::json tensors = nlohmann::json::array();
-  int exit_code = kExitOk;
-  for (const std::string& file : args.files) {
+int run(const BatchArgs& args) {
+  std::vector<Input> inputs;
+  try {
+    inputs = expand_inputs(args);
+  } catch (const Error& e) {
+    print_error(e);
+    return exit_code_for(e);
+  }
+  const BatchResult result = run_batch(inputs, args, [&](const Input& input, Progress&) {
     try {
-      Checkpoint ck = Checkpoint::open(file);
-      nlohmann::json doc = describe(ck, tensors);
-      if (!args.json) print_human(ck, doc, std::cout);
-      inputs.push_back(std::move(doc));
+      Checkpoint ck = Checkpoint::open(input.path);
+      nlohmann::json tensors = nlohmann::json::array();
+      Outcome o;
+      o.doc = describe(ck, tensors);
+      o.doc["tensors"] = std::move(tensors);  // moved to the top level by run()
+      std::ostringstream text;
+      print_human(ck, o.doc, text);
+      o.out = text.str();
+      return o;
     } catch (const Error& e) {
-      print_error(e);
-      exit_code = std::max(exit_code, kExitFailed);
-      inputs.push_back({{"path", file}, {"status", "failed"}, {"error", e.what()}, {"error_kind", to_string(e.kind())}});
+      return failed_outcome(input, e);
     }
+  });
+  // One top-level list of tensors over all inputs, each naming its file.
+  nlohmann::json tensors = nlohmann::json::array();
+  BatchResult report = result;
+  for (Outcome& o : report.outcomes) {
+    if (!o.doc.contains("tensors")) continue;
+    for (auto& t : o.doc["tensors"]) tensors.push_back(std::move(t));
+    o.doc.erase("tensors");
   }
-  if (args.json) {
-    nlohmann::json out = {{"ckptfix", version()}, {"command", "inspect"}, {"inputs", inputs}, {"tensors", tensors}};
-    std::cout << out.dump(2) << std::endl;
-  }
-  return exit_code;
+  return finish_batch("inspect", args, report, {{"tensors", tensors}});
 }
 
 }  // namespace
 
 CommandRun register_inspect(CLI::App& app) {
-  auto args = std::make_shared<InspectArgs>();
+  auto args = std::make_shared<BatchArgs>();
   CLI::App* cmd = app.add_subcommand("inspect", "Show what a checkpoint holds (format, tensors, state dicts, globals)");
-  cmd->add_option("files", args->files, "Checkpoint files")->required();
-  cmd->add_flag("--json", args->json, "Print one JSON document (schema in docs/cli.md)");
+  add_batch_options(cmd, *args);
   return [args] { return run(*args); };
 }
 

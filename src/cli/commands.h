@@ -19,5 +19,6 @@ CommandRun register_cast(CLI::App& app);
 CommandRun register_fix(CLI::App& app);
 CommandRun register_verify(CLI::App& app);
 CommandRun register_diff(CLI::App& app);
+CommandRun register_check(CLI::App& app);
 
 }  // namespace ckptfix::cli

@@ -23,6 +23,7 @@ int main(int argc, char** argv) {
   commands.emplace_back("fix", register_fix(app));
   commands.emplace_back("verify", register_verify(app));
   commands.emplace_back("diff", register_diff(app));
+  commands.emplace_back("check", register_check(app));
 
   // CLI11 would call an unknown command an unexpected argument; say it plainly.
   if (argc > 1 && argv[1][0] != '-') {

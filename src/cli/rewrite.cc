@@ -4,6 +4,7 @@
 #include <cstdlib>
 #include <filesystem>
 #include <iostream>
+#include <map>
 #include <sstream>
 
 #include <nlohmann/json.hpp>
@@ -21,6 +22,8 @@ Error usage(const std::string& message) { return Error(ErrorKind::kInvalidArgume
 
 std::string dtype_choices() { return "fp16|float16|half, bf16|bfloat16, fp32|float32|float, fp64|float64|double"; }
 
+}  // namespace
+
 DType parse_user_dtype(const std::string& text, const std::string& flag) {
   const std::optional<DType> d = parse_dtype(text);
   if (!d || !is_castable_float(*d)) {
@@ -29,24 +32,36 @@ DType parse_user_dtype(const std::string& text, const std::string& flag) {
   return *d;
 }
 
-std::filesystem::path output_for(const RewriteArgs& args, const std::string& input) {
-  if (args.in_place) return input;
+namespace {
+
+std::filesystem::path output_for(const RewriteArgs& args, const Input& input) {
+  if (args.in_place) return input.path;
   if (!args.output.empty()) return args.output;
-  return std::filesystem::path(args.out_dir) / std::filesystem::path(input).filename();
+  return std::filesystem::path(args.out_dir) / input.relative;
 }
 
-void validate_outputs(const RewriteArgs& args) {
+void validate_outputs(const RewriteArgs& args, const std::vector<Input>& inputs) {
   const int ways = !args.output.empty() + !args.out_dir.empty() + args.in_place;
   if (ways == 0) throw usage("say where to write: -o OUT, --out-dir DIR or --in-place");
   if (ways > 1) throw usage("-o, --out-dir and --in-place exclude each other");
-  if (!args.output.empty() && args.inputs.size() != 1) {
-    throw usage("-o takes one input; use --out-dir DIR for " + std::to_string(args.inputs.size()) + " inputs");
+  if (!args.output.empty() && (inputs.size() != 1 || args.batch.inputs.size() != 1)) {
+    throw usage("-o takes one input file; use --out-dir DIR for " + std::to_string(inputs.size()) + " inputs");
+  }
+  std::map<std::string, std::string> seen;  // output -> input
+  for (const Input& input : inputs) {
+    if (!input.error.empty()) continue;
+    const std::string out = std::filesystem::absolute(output_for(args, input)).lexically_normal().string();
+    auto [it, inserted] = seen.emplace(out, input.path);
+    if (!inserted) {
+      throw usage("inputs '" + it->second + "' and '" + input.path + "' would both be written to '" + out + "'");
+    }
   }
 }
 
 // One line per kind of change, for people.
 std::vector<std::string> describe(const PassReport& report, const SaveResult* saved) {
   std::vector<std::string> lines;
+  if (report.extracted) lines.push_back("extracted '" + *report.extracted + "'");
   if (!report.renames.empty()) {
     std::ostringstream s;
     s << "renamed " << report.renames.size() << " keys (e.g. '" << report.renames.front().from << "' -> '"
@@ -91,7 +106,8 @@ nlohmann::json changes_json(const PassReport& report, const SaveResult* saved) {
   }
   nlohmann::json dicts = nlohmann::json::array();
   for (const Path& p : report.dicts) dicts.push_back(path_to_json(p));
-  return {{"dicts", dicts},
+  return {{"extracted", report.extracted ? nlohmann::json(*report.extracted) : nlohmann::json()},
+          {"dicts", dicts},
           {"keys_renamed", report.renames.size()},
           {"renames", renames},
           {"auto_stripped", report.auto_stripped},
@@ -125,13 +141,12 @@ void apply_test_faults(SaveOptions& options) {
 }  // namespace
 
 void add_rewrite_options(CLI::App* cmd, RewriteArgs& args) {
-  cmd->add_option("inputs", args.inputs, "Input checkpoints")->required();
+  add_batch_options(cmd, args.batch);
   cmd->add_option("-o,--output", args.output, "Output file (one input)");
-  cmd->add_option("--out-dir", args.out_dir, "Write each output under DIR with the input's file name");
+  cmd->add_option("--out-dir", args.out_dir,
+                  "Write each output under DIR: the input's file name, or its path below a --recursive directory");
   cmd->add_flag("--in-place", args.in_place, "Replace each input, only once its new version is complete");
   cmd->add_flag("-f,--force", args.force, "Overwrite existing outputs");
-  cmd->add_flag("--json", args.json, "Print one JSON report on stdout (schema in docs/cli.md)");
-  cmd->add_flag("-q,--quiet", args.quiet, "Print nothing but errors");
   cmd->add_flag("--no-verify", args.no_verify, "Skip verifying each written file before it replaces anything");
   cmd->add_option("--gpu", args.gpu, "GPU round trip during verification: auto (default), require or off");
 }
@@ -177,88 +192,69 @@ void finish_cast_options(const std::string& dtype, const std::vector<std::string
 
 int run_rewrite(const std::string& command, const RewriteArgs& args, const PassOptions& passes) {
   SaveOptions save_options;
+  std::vector<Input> inputs;
   try {
-    validate_outputs(args);
+    inputs = expand_inputs(args.batch);
+    validate_outputs(args, inputs);
     validate_pass_options(passes);
     save_options.verify = !args.no_verify;
     save_options.verify_options.gpu = parse_gpu_mode(args.gpu);
     apply_test_faults(save_options);
     if (save_options.verify) require_gpu_if_asked(save_options.verify_options.gpu);
-    if (!args.out_dir.empty()) std::filesystem::create_directories(args.out_dir);
   } catch (const Error& e) {
     print_error(e);
     return exit_code_for(e);
-  } catch (const std::filesystem::filesystem_error& e) {
-    print_error(Error(ErrorKind::kIo, std::string("cannot create --out-dir: ") + e.code().message()).in_file(args.out_dir));
-    return kExitFailed;
   }
 
-  int exit_code = kExitOk;
-  nlohmann::json inputs = nlohmann::json::array();
-  size_t ok = 0, unchanged = 0, failed = 0;
-  for (const std::string& input : args.inputs) {
-    const auto start = std::chrono::steady_clock::now();
+  const BatchResult result = run_batch(inputs, args.batch, [&](const Input& input, Progress& progress) {
     const std::filesystem::path output = output_for(args, input);
-    nlohmann::json doc = {{"path", input}, {"output", output.string()}};
+    Outcome o;
+    o.doc = {{"path", input.path}, {"output", output.string()}};
     try {
-      Checkpoint checkpoint = Checkpoint::open(input);
+      Checkpoint checkpoint = Checkpoint::open(input.path);
       const PassReport report = apply_passes(checkpoint, passes);
-      for (const std::string& w : report.warnings) {
-        if (!args.quiet) print_warning("'" + input + "': " + w);
-      }
-      doc["warnings"] = report.warnings;
+      for (const std::string& w : report.warnings) o.err += "ckptfix: warning: '" + input.path + "': " + w + "\n";
+      o.doc["warnings"] = report.warnings;
       // Nothing to change and nothing to convert: leave an in-place input alone.
       const bool needs_write = report.changed() || !args.in_place || checkpoint.format() != CheckpointFormat::kZip;
       if (!needs_write) {
-        doc["status"] = "unchanged";
-        doc["changes"] = changes_json(report, nullptr);
-        ++unchanged;
-        if (!args.quiet) std::cerr << "ckptfix: " << input << ": nothing to change" << std::endl;
+        o.status = "unchanged";
+        o.doc["changes"] = changes_json(report, nullptr);
+        o.doc["verification"] = {{"status", "skipped"}, {"reason", "nothing was written"}};
+        o.err += "ckptfix: " + input.path + ": nothing to change\n";
       } else {
         SaveOptions options = save_options;
         options.overwrite = args.force || args.in_place;
+        options.progress = [&progress, last = std::string()](std::string_view phase, uint64_t done,
+                                                             uint64_t total) mutable {
+          if (phase != last) progress.phase(last = std::string(phase), total);
+          progress.update(done);
+        };
+        if (!output.parent_path().empty()) std::filesystem::create_directories(output.parent_path());
         const SaveResult saved = save(checkpoint, output, options);
-        doc["verification"] = verification_json(saved);
-        const bool changed = report.changed();
-        doc["status"] = changed ? "ok" : "unchanged";
-        doc["changes"] = changes_json(report, &saved);
-        doc["bytes_written"] = saved.bytes;
-        ++(changed ? ok : unchanged);
-        if (!args.quiet) {
-          std::cerr << "ckptfix: " << input << " -> " << output.string() << ": ";
-          const auto lines = describe(report, &saved);
-          if (lines.empty()) std::cerr << "nothing to change; " << (command == "convert" ? "re-written" : "written as is");
-          for (size_t i = 0; i < lines.size(); ++i) std::cerr << (i ? "; " : "") << lines[i];
-          std::cerr << " (" << human_bytes(saved.bytes) << ")" << std::endl;
-          std::cerr << "ckptfix: " << output.string() << ": "
-                    << (saved.verification ? "verified: " + saved.verification->summary()
-                                           : std::string("not verified (--no-verify)"))
-                    << std::endl;
-        }
+        o.status = report.changed() ? "ok" : "unchanged";
+        o.doc["changes"] = changes_json(report, &saved);
+        o.doc["verification"] = verification_json(saved);
+        o.doc["bytes_written"] = saved.bytes;
+        std::string line = "ckptfix: " + input.path + " -> " + output.string() + ": ";
+        const auto lines = describe(report, &saved);
+        if (lines.empty()) line += command == "convert" ? "re-written, nothing else to change" : "nothing to change; written as is";
+        for (size_t i = 0; i < lines.size(); ++i) line += (i ? "; " : "") + lines[i];
+        o.err += line + " (" + human_bytes(saved.bytes) + ")\n";
+        o.err += "ckptfix: " + output.string() + ": " +
+                 (saved.verification ? "verified: " + saved.verification->summary() : std::string("not verified (--no-verify)")) +
+                 "\n";
       }
+      o.doc["status"] = o.status;
     } catch (Error& e) {
-      e.in_file(input);  // pass errors know the key but not the file
-      print_error(e);
-      exit_code = std::max(exit_code, exit_code_for(e));
-      doc["status"] = "failed";
-      doc["error"] = e.what();
-      doc["error_kind"] = to_string(e.kind());
-      ++failed;
+      e.in_file(input.path);  // pass errors know the key but not the file
+      return failed_outcome(input, e);
+    } catch (const std::filesystem::filesystem_error& e) {
+      return failed_outcome(input, Error(ErrorKind::kIo, e.code().message()).in_file(e.path1().string()));
     }
-    doc["seconds"] = std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
-    inputs.push_back(std::move(doc));
-  }
-  if (args.json) {
-    nlohmann::json out = {{"ckptfix", version()},
-                          {"command", command},
-                          {"inputs", inputs},
-                          {"summary", {{"ok", ok}, {"unchanged", unchanged}, {"failed", failed}}}};
-    std::cout << out.dump(2) << std::endl;
-  }
-  if (!args.quiet && args.inputs.size() > 1) {
-    std::cerr << "ckptfix: " << ok << " ok, " << unchanged << " unchanged, " << failed << " failed" << std::endl;
-  }
-  return exit_code;
+    return o;
+  });
+  return finish_batch(command, args.batch, result);
 }
 
 }  // namespace ckptfix::cli

@@ -1,6 +1,6 @@
 // What every rewriting command (convert, strip-prefix, add-prefix, remap,
-// cast, fix) shares: where outputs go, which dicts to edit, and the loop that
-// opens each input, applies the passes, writes and reports.
+// cast, fix) shares: where outputs go, which dicts to edit, and the work on
+// one input: open, apply the passes, write, verify, report.
 #pragma once
 
 #include <string>
@@ -9,23 +9,21 @@
 #include <CLI/CLI.hpp>
 
 #include "ckptfix/passes.h"
+#include "cli/batch.h"
 
 namespace ckptfix::cli {
 
 struct RewriteArgs {
-  std::vector<std::string> inputs;
+  BatchArgs batch;
   std::string output;   ///< -o, one input only
-  std::string out_dir;  ///< --out-dir: same file names under DIR
+  std::string out_dir;  ///< --out-dir: same relative paths under DIR
   bool in_place = false;
   bool force = false;
-  bool json = false;
-  bool quiet = false;
   bool no_verify = false;
   std::string gpu = "auto";
 };
 
-/// Adds IN..., -o, --out-dir, --in-place, --force, --json, --quiet,
-/// --no-verify, --gpu.
+/// Adds the batch options, -o, --out-dir, --in-place, --force, --no-verify, --gpu.
 void add_rewrite_options(CLI::App* cmd, RewriteArgs& args);
 /// Adds --key PATH (repeatable).
 void add_key_option(CLI::App* cmd, PassOptions& passes);
@@ -39,6 +37,8 @@ void add_cast_options(CLI::App* cmd, std::string& dtype, std::vector<std::string
 void finish_remap_options(const std::vector<std::string>& maps, PassOptions& passes);
 /// Parses --dtype and --from; throws Error(kInvalidArgument).
 void finish_cast_options(const std::string& dtype, const std::vector<std::string>& from, PassOptions& passes);
+/// Parses a dtype given on the command line (fp16, bfloat16, ...); throws Error(kInvalidArgument).
+DType parse_user_dtype(const std::string& text, const std::string& flag);
 
 /// Runs `command` over every input. Returns the exit code.
 int run_rewrite(const std::string& command, const RewriteArgs& args, const PassOptions& passes);

@@ -63,6 +63,7 @@ const std::string& Checkpoint::archive_root() const { return impl_->archive_root
 bool Checkpoint::big_endian() const { return impl_->big_endian; }
 int Checkpoint::pickle_protocol() const { return impl_->protocol; }
 Value* Checkpoint::root() const { return impl_->root; }
+void Checkpoint::set_root(Value* root) { impl_->root = root; }
 ValueGraph& Checkpoint::graph() { return impl_->graph; }
 std::vector<Storage>& Checkpoint::storages() { return impl_->storages; }
 const std::vector<Storage>& Checkpoint::storages() const { return impl_->storages; }

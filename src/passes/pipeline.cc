@@ -45,6 +45,16 @@ void validate_pass_options(const PassOptions& options) {
 PassReport apply_passes(Checkpoint& checkpoint, const PassOptions& options) {
   validate_pass_options(options);
   PassReport report;
+  // 0. extract: what the user keeps becomes the root; the writer then
+  // writes only the storages still reachable.
+  if (options.extract) {
+    Value* value = find_path(checkpoint, *options.extract);
+    if (value == nullptr) throw Error(ErrorKind::kConflict, "--extract '" + *options.extract + "' names nothing in this checkpoint");
+    if (value != checkpoint.root()) {
+      checkpoint.set_root(value);
+      report.extracted = *options.extract;
+    }
+  }
   const std::vector<TargetDict> dicts = select_dicts(checkpoint, options.keys);
   for (const TargetDict& d : dicts) report.dicts.push_back(d.path);
 

@@ -7,6 +7,24 @@
 
 namespace ckptfix {
 
+Value* find_path(const Checkpoint& checkpoint, const std::string& path, Path* found_path) {
+  std::string wanted = path;
+  while (!wanted.empty() && wanted.back() == '/') wanted.pop_back();
+  Value* found = nullptr;
+  walk_graph(checkpoint.root(), [&](Value& v, const Path& here_path) {
+    if (found != nullptr) return false;
+    const std::string here = path_to_string(here_path);
+    if (here == wanted) {
+      found = &v;
+      if (found_path != nullptr) *found_path = here_path;
+      return false;
+    }
+    // Only descend where the wanted path continues.
+    return wanted.empty() || here.empty() || wanted.compare(0, here.size() + 1, here + "/") == 0;
+  });
+  return found;
+}
+
 std::vector<TargetDict> select_dicts(const Checkpoint& checkpoint, const std::vector<std::string>& keys) {
   std::vector<TargetDict> out;
   if (keys.empty()) {
@@ -16,21 +34,8 @@ std::vector<TargetDict> select_dicts(const Checkpoint& checkpoint, const std::ve
     return out;
   }
   for (const std::string& key : keys) {
-    std::string wanted = key;
-    while (!wanted.empty() && wanted.back() == '/') wanted.pop_back();
-    Value* found = nullptr;
     Path found_path;
-    walk_graph(checkpoint.root(), [&](Value& v, const Path& path) {
-      if (found != nullptr) return false;
-      const std::string here = path_to_string(path);
-      if (here == wanted) {
-        found = &v;
-        found_path = path;
-        return false;
-      }
-      // Only descend where the wanted path continues.
-      return wanted.empty() || here.empty() || wanted.compare(0, here.size() + 1, here + "/") == 0;
-    });
+    Value* found = find_path(checkpoint, key, &found_path);
     if (found == nullptr) {
       throw Error(ErrorKind::kConflict, "--key '" + key + "' names nothing in this checkpoint");
     }

@@ -26,6 +26,9 @@ struct TargetTensor {
   std::string where;  ///< full path, for messages
 };
 
+/// The value at a '/'-separated path, or nullptr.
+Value* find_path(const Checkpoint& checkpoint, const std::string& path, Path* found_path = nullptr);
+
 /// The dicts to edit. Throws Error(kConflict) when a --key path names
 /// nothing or something that is not a dict.
 std::vector<TargetDict> select_dicts(const Checkpoint& checkpoint, const std::vector<std::string>& keys);

@@ -45,7 +45,8 @@ struct Digest {
 // every chunk through GPU memory.
 class ByteChecker {
  public:
-  ByteChecker(GpuMode mode, GpuReport& gpu) : gpu_report_(gpu), buffer_(kChunk) {
+  ByteChecker(GpuMode mode, GpuReport& gpu, ProgressCallback progress, uint64_t total)
+      : gpu_report_(gpu), buffer_(kChunk), progress_(std::move(progress)), total_(total) {
     if (mode == GpuMode::kOff) {
       gpu.status = "off";
       return;
@@ -79,6 +80,8 @@ class ByteChecker {
         std::span<const std::byte> chunk(buffer_.data(), n);
         d.crc = crc32_update(d.crc, chunk);
         XXH3_64bits_update(hash, chunk.data(), chunk.size());
+        done_ += n;
+        if (progress_) progress_("verifying", done_, total_);
         if (through_gpu && gpu_) {
           const auto start = std::chrono::steady_clock::now();
           gpu_->roundtrip(chunk, std::span(returned_).first(n));
@@ -104,6 +107,9 @@ class ByteChecker {
   std::unique_ptr<GpuRoundTrip> gpu_;
   std::vector<std::byte> buffer_;
   std::vector<std::byte> returned_;
+  ProgressCallback progress_;
+  uint64_t total_;
+  uint64_t done_ = 0;
 };
 
 std::string shape_text(const std::vector<int64_t>& v) {
@@ -203,7 +209,9 @@ VerifyReport verify_written(const std::filesystem::path& path, const Checkpoint&
   const auto start = std::chrono::steady_clock::now();
   VerifyReport report;
   report.written = true;
-  ByteChecker checker(options.gpu, report.gpu);
+  uint64_t total = 0;
+  for (const SaveResult::Record& r : written.records) total += r.size;
+  ByteChecker checker(options.gpu, report.gpu, options.progress, total);
   try {
     auto file = InputFile::open(path);
     ZipReader zip(file);
@@ -261,8 +269,8 @@ VerifyReport verify_written(const std::filesystem::path& path, const Checkpoint&
 VerifyReport verify_file(const std::filesystem::path& path, const VerifyOptions& options) {
   const auto start = std::chrono::steady_clock::now();
   VerifyReport report;
-  ByteChecker checker(options.gpu, report.gpu);
   auto file = InputFile::open(path);
+  ByteChecker checker(options.gpu, report.gpu, options.progress, file->size());
   try {
     // CRCs first: a damaged record is named even when it would also break the parse.
     report.zip = looks_like_zip(file->bytes());

@@ -99,7 +99,7 @@ SaveResult write_checkpoint(const Checkpoint& checkpoint, ByteSink& sink, const 
     const StorageCopier::Copied copied = copier.copy(s, [&](std::span<const std::byte> chunk) {
       zip.write(chunk);
       done += chunk.size();
-      if (options.progress) options.progress(done, total);
+      if (options.progress) options.progress("writing", done, total);
     });
     written.hash = copied.hash;
     written.overflowed = copied.stats.overflowed;
@@ -179,7 +179,11 @@ SaveResult save(const Checkpoint& checkpoint, const std::filesystem::path& path,
     result = write_checkpoint(checkpoint, *sink, options);
     out.flush();
     if (options.test_corrupt_before_verify) corrupt_first_storage(out.temp_path(), result);
-    if (options.verify) result.verification = verify_written(out.temp_path(), checkpoint, result, options.verify_options);
+    if (options.verify) {
+      VerifyOptions verify_options = options.verify_options;
+      if (!verify_options.progress) verify_options.progress = options.progress;
+      result.verification = verify_written(out.temp_path(), checkpoint, result, verify_options);
+    }
   } catch (Error& e) {
     e.in_file(path.string());
     // The temporary file goes with `out`; say so where a write was under way.

@@ -1,0 +1,170 @@
+#include "cli/batch.h"
+
+#include <algorithm>
+#include <atomic>
+#include <chrono>
+#include <condition_variable>
+#include <filesystem>
+#include <iostream>
+#include <mutex>
+#include <thread>
+
+#include "ckptfix/error.h"
+#include "ckptfix/passes.h"
+#include "cli/report.h"
+
+namespace ckptfix::cli {
+namespace {
+
+namespace fs = std::filesystem;
+
+const std::vector<std::string> kDefaultGlobs = {"*.pt", "*.pth", "*.bin", "*.ckpt"};
+
+bool matches(const std::vector<std::string>& globs, const std::string& name) {
+  return std::any_of(globs.begin(), globs.end(), [&](const std::string& g) { return glob_match(g, name); });
+}
+
+}  // namespace
+
+void add_batch_options(CLI::App* cmd, BatchArgs& args) {
+  cmd->add_option("inputs", args.inputs, "Checkpoint files (and directories, with --recursive)")->required();
+  cmd->add_flag("-r,--recursive", args.recursive,
+                "Process every *.pt, *.pth, *.bin and *.ckpt file under directory inputs");
+  cmd->add_option("--glob", args.globs, "File name glob for --recursive (repeatable; replaces the default set)")
+      ->allow_extra_args(false);
+  cmd->add_option("-j,--jobs", args.jobs, "Files processed in parallel (default: one per core)")
+      ->check(CLI::NonNegativeNumber);
+  cmd->add_flag("--json", args.json, "Print one JSON report on stdout (schema in docs/cli.md)");
+  cmd->add_flag("-q,--quiet", args.quiet, "Print nothing but errors");
+}
+
+std::vector<Input> expand_inputs(const BatchArgs& args) {
+  const std::vector<std::string>& globs = args.globs.empty() ? kDefaultGlobs : args.globs;
+  std::vector<Input> out;
+  for (const std::string& arg : args.inputs) {
+    std::error_code ec;
+    if (!fs::is_directory(arg, ec)) {
+      out.push_back({arg, fs::path(arg).filename().string(), ""});
+      continue;
+    }
+    if (!args.recursive) {
+      out.push_back({arg, "", "is a directory; use --recursive to process the checkpoints under it"});
+      continue;
+    }
+    std::vector<Input> found;
+    for (fs::recursive_directory_iterator it(arg, ec), end; it != end; it.increment(ec)) {
+      if (ec) break;
+      if (!it->is_regular_file(ec) || !matches(globs, it->path().filename().string())) continue;
+      found.push_back({it->path().string(), fs::relative(it->path(), arg).string(), ""});
+    }
+    if (ec) throw Error(ErrorKind::kIo, "cannot list directory: " + ec.message()).in_file(arg);
+    std::sort(found.begin(), found.end(), [](const Input& a, const Input& b) { return a.path < b.path; });
+    out.insert(out.end(), found.begin(), found.end());
+  }
+  return out;
+}
+
+Outcome failed_outcome(const Input& input, const std::exception& e) {
+  Outcome o;
+  o.status = "failed";
+  o.exit_code = kExitFailed;
+  std::string message = e.what();
+  if (const auto* err = dynamic_cast<const Error*>(&e)) {
+    o.exit_code = exit_code_for(*err);
+    o.doc["error_kind"] = to_string(err->kind());
+  }
+  o.doc["path"] = input.path;
+  o.doc["status"] = "failed";
+  o.doc["error"] = message;
+  o.err = "ckptfix: error: " + message + "\n";
+  return o;
+}
+
+BatchResult run_batch(const std::vector<Input>& inputs, const BatchArgs& args, const Work& work) {
+  const auto start = std::chrono::steady_clock::now();
+  const size_t jobs = std::max<size_t>(1, std::min<size_t>(inputs.size(),
+      args.jobs > 0 ? static_cast<size_t>(args.jobs) : std::max(1u, std::thread::hardware_concurrency())));
+  ProgressDisplay display(!args.quiet && !args.json && ProgressDisplay::stderr_is_terminal(), jobs);
+
+  BatchResult result;
+  result.outcomes.resize(inputs.size());
+  std::vector<bool> done(inputs.size(), false);
+  std::mutex mutex;
+  size_t next_to_print = 0;
+  std::atomic<size_t> next_input{0};
+
+  // Prints finished outcomes in input order (called with `mutex` held).
+  auto flush_in_order = [&] {
+    while (next_to_print < inputs.size() && done[next_to_print]) {
+      const Outcome& o = result.outcomes[next_to_print++];
+      if (!args.json && !o.out.empty()) std::cout << o.out << std::flush;
+      std::string err = o.err;
+      if (args.quiet && o.status != "failed") err.clear();
+      if (!err.empty()) display.print(err);
+    }
+  };
+
+  auto worker = [&](size_t slot) {
+    for (size_t i; (i = next_input++) < inputs.size();) {
+      const Input& input = inputs[i];
+      Outcome outcome;
+      if (!input.error.empty()) {
+        outcome = failed_outcome(input, Error(ErrorKind::kNotCheckpoint, input.error).in_file(input.path));
+      } else {
+        display.begin(slot, input.path);
+        Progress progress(display.enabled() ? &display : nullptr, slot);
+        const auto t0 = std::chrono::steady_clock::now();
+        try {
+          outcome = work(input, progress);
+        } catch (const std::exception& e) {  // work should not throw; never lose an input if it does
+          outcome = failed_outcome(input, e);
+        }
+        outcome.doc["seconds"] = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
+        display.end(slot);
+      }
+      std::lock_guard<std::mutex> lock(mutex);
+      result.outcomes[i] = std::move(outcome);
+      done[i] = true;
+      flush_in_order();
+    }
+  };
+  std::vector<std::thread> threads;
+  for (size_t t = 1; t < jobs; ++t) threads.emplace_back(worker, t);
+  worker(0);
+  for (std::thread& t : threads) t.join();
+
+  for (const Outcome& o : result.outcomes) {
+    if (o.status == "failed") {
+      ++result.failed;
+    } else if (o.status == "unchanged") {
+      ++result.unchanged;
+    } else {
+      ++result.ok;
+    }
+    result.exit_code = std::max(result.exit_code, o.exit_code);
+  }
+  result.seconds = std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
+  return result;
+}
+
+int finish_batch(const std::string& command, const BatchArgs& args, const BatchResult& result,
+                 const nlohmann::json& extra) {
+  if (args.json) {
+    nlohmann::json inputs = nlohmann::json::array();
+    for (const Outcome& o : result.outcomes) inputs.push_back(o.doc);
+    nlohmann::json out = {{"ckptfix", version()}, {"schema", 1}, {"command", command}, {"inputs", inputs}};
+    for (const auto& [key, value] : extra.items()) out[key] = value;
+    out["summary"] = {{"ok", result.ok},
+                      {"unchanged", result.unchanged},
+                      {"failed", result.failed},
+                      {"seconds", result.seconds}};
+    std::cout << out.dump(2) << std::endl;
+  }
+  if (!args.json && !args.quiet && result.outcomes.size() > 1) {
+    std::cerr << "ckptfix: " << command << ": " << result.outcomes.size() << " files: " << result.ok << " ok, "
+              << result.unchanged << " unchanged, " << result.failed << " failed" << std::endl;
+  }
+  return result.exit_code;
+}
+
+}  // namespace ckptfix::cli
