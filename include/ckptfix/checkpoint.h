@@ -35,8 +35,13 @@ std::string_view format_name(CheckpointFormat format);
 
 /// Where a storage's bytes are in the input file.
 struct StorageSource {
-  enum class Encoding { kStored, kDeflated };
+  enum class Encoding {
+    kStored,    ///< raw bytes at offset in the file
+    kDeflated,  ///< a deflated zip record at offset
+    kMemory,    ///< raw bytes at `memory` (a checkpoint built in memory, e.g. from LibTorch tensors)
+  };
   Encoding encoding = Encoding::kStored;
+  const std::byte* memory = nullptr;  ///< kMemory: the bytes (owned by whoever built the checkpoint)
   uint64_t offset = 0;         ///< file offset of the first (possibly compressed) byte
   uint64_t length = 0;         ///< bytes at offset (compressed length when deflated)
   uint32_t crc32 = 0;          ///< CRC recorded by the archive (0: none recorded)
@@ -182,6 +187,8 @@ class Checkpoint {
   struct Impl;
   Impl& impl() { return *impl_; }
   const Impl& impl() const { return *impl_; }
+  /// For ckptfix's own readers and builders.
+  static Checkpoint adopt(std::unique_ptr<Impl> impl);
 
  private:
   explicit Checkpoint(std::unique_ptr<Impl> impl);

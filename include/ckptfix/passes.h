@@ -11,6 +11,7 @@
 //   2. add a prefix
 //   3. remap devices
 //   4. cast dtypes       (--keep globs match the keys as renamed by 1 and 2)
+//   5. for LibTorch      (the chosen state dict becomes a plain dict root, on the CPU)
 // Renaming first means `fix --auto-prefix --add-prefix P` re-wraps cleanly,
 // and that globs are written against the names the output will have.
 #pragma once
@@ -53,6 +54,12 @@ struct PassOptions {
   std::vector<DType> cast_from;
   /// Keys (fnmatch globs, e.g. "*running_var") whose tensors keep their type.
   std::vector<std::string> keep;
+
+  /// Make the file readable by LibTorch's torch::jit::pickle_load: the state
+  /// dict (the root, the only one, or the single --key) becomes the root as
+  /// a plain dict (no OrderedDict, no _metadata, Parameters unwrapped), and
+  /// every storage is retagged "cpu". Write with SaveOptions::libtorch_pickle.
+  bool for_libtorch = false;
 };
 
 /// A key renamed in one dict.
@@ -81,9 +88,11 @@ struct PassReport {
   std::vector<Path> dicts;
   /// The path extracted as the new root, if any.
   std::optional<std::string> extracted;
+  /// The state dict was rewritten as a plain dict for LibTorch.
+  bool for_libtorch = false;
 
   bool changed() const {
-    return extracted.has_value() || !renames.empty() || storages_retagged > 0 || storages_cast > 0;
+    return extracted.has_value() || for_libtorch || !renames.empty() || storages_retagged > 0 || storages_cast > 0;
   }
 };
 

@@ -23,6 +23,9 @@ struct SaveOptions {
   /// Called as tensor bytes are written ("writing") and, through
   /// verify_options, read back ("verifying"): (phase, bytes done, bytes total).
   ProgressCallback progress;
+  /// Write the pickle as LibTorch's unpickler needs it (8-byte LONG1s); use
+  /// with PassOptions::for_libtorch.
+  bool libtorch_pickle = false;
   /// Verify the finished temporary file before it replaces anything
   /// (see verify.h). Off only on request (--no-verify).
   bool verify = true;

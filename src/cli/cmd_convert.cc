@@ -1,6 +1,8 @@
 // ckptfix convert IN... -o OUT | --out-dir DIR: re-writes checkpoints as torch
 // zip files (upgrading legacy files), changing nothing else.
+#include "ckptfix/error.h"
 #include "cli/commands.h"
+#include "cli/report.h"
 #include "cli/rewrite.h"
 
 namespace ckptfix::cli {
@@ -16,7 +18,19 @@ CommandRun register_convert(CLI::App& app) {
   cmd->add_option_function<std::string>(
       "--extract", [args](const std::string& path) { args->passes.extract = path; },
       "Keep only the value at this '/'-separated path, e.g. state_dict (it becomes the root)");
-  return [args] { return run_rewrite("convert", args->out, args->passes); };
+  cmd->add_flag("--for-libtorch", args->passes.for_libtorch,
+                "Write the state dict so LibTorch's torch::jit::pickle_load reads it: a plain dict on the CPU, "
+                "no _metadata");
+  cmd->add_option("--key", args->passes.keys,
+                  "With --for-libtorch: the state dict to write (default: the root, or the only one)")
+      ->allow_extra_args(false);
+  return [args] {
+    if (!args->passes.keys.empty() && !args->passes.for_libtorch) {
+      print_error(Error(ErrorKind::kInvalidArgument, "convert --key goes with --for-libtorch"));
+      return kExitUsage;
+    }
+    return run_rewrite("convert", args->out, args->passes);
+  };
 }
 
 }  // namespace ckptfix::cli

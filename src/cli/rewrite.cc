@@ -62,6 +62,7 @@ void validate_outputs(const RewriteArgs& args, const std::vector<Input>& inputs)
 std::vector<std::string> describe(const PassReport& report, const SaveResult* saved) {
   std::vector<std::string> lines;
   if (report.extracted) lines.push_back("extracted '" + *report.extracted + "'");
+  if (report.for_libtorch) lines.push_back("state dict written as a plain dict for LibTorch");
   if (!report.renames.empty()) {
     std::ostringstream s;
     s << "renamed " << report.renames.size() << " keys (e.g. '" << report.renames.front().from << "' -> '"
@@ -107,6 +108,7 @@ nlohmann::json changes_json(const PassReport& report, const SaveResult* saved) {
   nlohmann::json dicts = nlohmann::json::array();
   for (const Path& p : report.dicts) dicts.push_back(path_to_json(p));
   return {{"extracted", report.extracted ? nlohmann::json(*report.extracted) : nlohmann::json()},
+          {"for_libtorch", report.for_libtorch},
           {"dicts", dicts},
           {"keys_renamed", report.renames.size()},
           {"renames", renames},
@@ -198,6 +200,7 @@ int run_rewrite(const std::string& command, const RewriteArgs& args, const PassO
     validate_outputs(args, inputs);
     validate_pass_options(passes);
     save_options.verify = !args.no_verify;
+    save_options.libtorch_pickle = passes.for_libtorch;
     save_options.verify_options.gpu = parse_gpu_mode(args.gpu);
     apply_test_faults(save_options);
     if (save_options.verify) require_gpu_if_asked(save_options.verify_options.gpu);

@@ -1,5 +1,4 @@
 #include <algorithm>
-#include <functional>
 
 #include "ckptfix/error.h"
 #include "formats/readers.h"
@@ -23,20 +22,20 @@ void Checkpoint::Impl::note_global(const std::string& module, const std::string&
 }
 
 Checkpoint::Checkpoint(std::unique_ptr<Impl> impl) : impl_(std::move(impl)) {}
+Checkpoint Checkpoint::adopt(std::unique_ptr<Impl> impl) { return Checkpoint(std::move(impl)); }
 Checkpoint::Checkpoint(Checkpoint&&) noexcept = default;
 Checkpoint& Checkpoint::operator=(Checkpoint&&) noexcept = default;
 Checkpoint::~Checkpoint() = default;
 
 namespace {
 
-Checkpoint open_input(std::shared_ptr<const InputFile> file, const OpenOptions& options,
-                      const std::function<Checkpoint(std::unique_ptr<Checkpoint::Impl>)>& wrap) {
+Checkpoint open_input(std::shared_ptr<const InputFile> file, const OpenOptions& options) {
   auto impl = std::make_unique<Checkpoint::Impl>();
   impl->file = std::move(file);
   const std::string name = impl->file->name();
   try {
     read_any_checkpoint(*impl, options);
-    Checkpoint checkpoint = wrap(std::move(impl));
+    Checkpoint checkpoint = Checkpoint::adopt(std::move(impl));
     validate_tensor_views(checkpoint);
     return checkpoint;
   } catch (Error& e) {
@@ -48,12 +47,11 @@ Checkpoint open_input(std::shared_ptr<const InputFile> file, const OpenOptions& 
 }  // namespace
 
 Checkpoint Checkpoint::open(const std::filesystem::path& path, const OpenOptions& options) {
-  return open_input(InputFile::open(path), options, [](auto impl) { return Checkpoint(std::move(impl)); });
+  return open_input(InputFile::open(path), options);
 }
 
 Checkpoint Checkpoint::from_bytes(std::string bytes, std::string name, const OpenOptions& options) {
-  return open_input(InputFile::from_memory(std::move(bytes), std::move(name)), options,
-                    [](auto impl) { return Checkpoint(std::move(impl)); });
+  return open_input(InputFile::from_memory(std::move(bytes), std::move(name)), options);
 }
 
 const std::string& Checkpoint::file_name() const { return impl_->file->name(); }
@@ -95,6 +93,7 @@ void Checkpoint::read_storage(size_t storage, uint64_t offset, std::span<std::by
 
 std::span<const std::byte> Checkpoint::map_storage(size_t storage) const {
   const Storage& s = impl_->storages.at(storage);
+  if (s.source.encoding == StorageSource::Encoding::kMemory) return {s.source.memory, static_cast<size_t>(s.nbytes)};
   if (s.source.encoding != StorageSource::Encoding::kStored || s.big_endian) return {};
   return impl_->file->view(s.source.offset, s.nbytes, s.source.record);
 }

@@ -12,6 +12,9 @@ namespace ckptfix {
 void remap_devices(Checkpoint& checkpoint, const std::vector<size_t>& storages, const PassOptions& options,
                    PassReport& report);
 
+/// Makes the chosen state dict a plain-dict root on the CPU (libtorch.cc).
+void make_libtorch_state_dict(Checkpoint& checkpoint, const PassOptions& options, PassReport& report);
+
 /// Marks storages for conversion; see cast.cc for the sharing rule.
 void plan_cast(Checkpoint& checkpoint, const std::vector<TargetTensor>& targets, const PassOptions& options,
                PassReport& report);

@@ -28,6 +28,9 @@ void validate_pass_options(const PassOptions& options) {
       throw usage("--from " + std::string(dtype_name(d)) + ": only float16, bfloat16, float32 and float64 are cast");
     }
   }
+  if (options.for_libtorch && options.keys.size() > 1) {
+    throw usage("--for-libtorch writes one state dict: give at most one --key");
+  }
   if ((!options.cast_from.empty() || !options.keep.empty()) && !options.cast_to) {
     throw usage("--from and --keep need --dtype");
   }
@@ -99,6 +102,9 @@ PassReport apply_passes(Checkpoint& checkpoint, const PassOptions& options) {
 
   // 4. cast
   if (options.cast_to) plan_cast(checkpoint, select_tensors(checkpoint, dicts), options, report);
+
+  // 5. for LibTorch
+  if (options.for_libtorch) make_libtorch_state_dict(checkpoint, options, report);
   return report;
 }
 

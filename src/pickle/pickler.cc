@@ -77,7 +77,7 @@ class Writer {
       // Minimal little-endian two's complement, as CPython's encode_long.
       std::string bytes(8, '\0');
       std::memcpy(bytes.data(), &i, 8);
-      while (bytes.size() > 1) {
+      while (!options_.libtorch && bytes.size() > 1) {
         const auto last = static_cast<unsigned char>(bytes.back());
         const auto prev = static_cast<unsigned char>(bytes[bytes.size() - 2]);
         if ((last == 0x00 && !(prev & 0x80)) || (last == 0xFF && (prev & 0x80))) {
@@ -140,7 +140,7 @@ class Writer {
   void batch_appends(const std::vector<Value*>& items, int depth) {
     for (size_t i = 0; i < items.size(); i += kBatchSize) {
       const size_t n = std::min(kBatchSize, items.size() - i);
-      if (n == 1) {
+      if (n == 1 && !options_.libtorch) {
         save(items[i], depth);
         opcode(op::kAppend);
       } else {
@@ -154,7 +154,7 @@ class Writer {
   void batch_setitems(const std::vector<std::pair<Value*, Value*>>& entries, int depth) {
     for (size_t i = 0; i < entries.size(); i += kBatchSize) {
       const size_t n = std::min(kBatchSize, entries.size() - i);
-      if (n == 1) {
+      if (n == 1 && !options_.libtorch) {
         save(entries[i].first, depth);
         save(entries[i].second, depth);
         opcode(op::kSetItem);
@@ -179,7 +179,10 @@ class Writer {
       case ValueKind::kNone: opcode(op::kNone); return;
       case ValueKind::kBool: opcode(v->boolean ? op::kNewTrue : op::kNewFalse); return;
       case ValueKind::kInt: write_int(v->integer); return;
-      case ValueKind::kBigInt: write_long_bytes(v->text); return;
+      case ValueKind::kBigInt:
+        if (options_.libtorch) throw Error(ErrorKind::kUnsupported, "LibTorch cannot read integers beyond 64 bits");
+        write_long_bytes(v->text);
+        return;
       case ValueKind::kFloat: {
         opcode(op::kBinFloat);
         for (int shift = 56; shift >= 0; shift -= 8) out_ += static_cast<char>((v->float_bits >> shift) & 0xFF);

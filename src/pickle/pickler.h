@@ -27,6 +27,10 @@ struct PickleWriterOptions {
   /// Writes the persistent id for a kPersistentId value by calling
   /// `save` on a value to pickle (before BINPERSID is appended).
   std::function<void(const Value& pid_value, const std::function<void(Value*)>& save)> persistent_id;
+  /// Write only what LibTorch's unpickler (torch::jit::pickle_load) reads:
+  /// LONG1 always with 8 bytes, and SETITEMS/APPENDS even for one item (it
+  /// has no SETITEM). CPython reads the result the same way.
+  bool libtorch = false;
 };
 
 /// Serializes root and everything reachable from it. Throws Error(kUnsupported)

@@ -9,10 +9,17 @@ void byteswap_in_place(std::span<std::byte> data, uint32_t unit) {
   for (size_t i = 0; i + unit <= data.size(); i += unit) std::reverse(data.begin() + i, data.begin() + i + unit);
 }
 
+RecordReader open_storage_record(const InputFile& file, const Storage& storage) {
+  const StorageSource& src = storage.source;
+  if (src.encoding == StorageSource::Encoding::kMemory) {
+    return RecordReader(file, std::span<const std::byte>(src.memory, storage.nbytes), src.record);
+  }
+  return RecordReader(file, src.offset, src.length, src.encoding == StorageSource::Encoding::kDeflated, storage.nbytes,
+                      src.record);
+}
+
 StorageReader::StorageReader(const InputFile& file, const Storage& storage)
-    : storage_(storage),
-      record_(file, storage.source.offset, storage.source.length,
-              storage.source.encoding == StorageSource::Encoding::kDeflated, storage.nbytes, storage.source.record) {}
+    : storage_(storage), record_(open_storage_record(file, storage)) {}
 
 uint64_t StorageReader::read(std::span<std::byte> out) {
   const uint64_t n = record_.read(out);

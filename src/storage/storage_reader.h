@@ -29,6 +29,10 @@ class StorageReader {
   RecordReader record_;
 };
 
+/// A reader of a storage's raw record (file bytes, inflated, or memory),
+/// before any byte swapping.
+RecordReader open_storage_record(const InputFile& file, const Storage& storage);
+
 /// Reverses the bytes of each `unit`-byte word in place.
 void byteswap_in_place(std::span<std::byte> data, uint32_t unit);
 

@@ -9,6 +9,7 @@
 #include "ckptfix/save.h"
 #include "ckptfix/verify.h"
 #include "io/input_file.h"
+#include "storage/storage_reader.h"
 #include "verify/gpu.h"
 #include "zip/crc32.h"
 #include "zip/record_reader.h"
@@ -295,8 +296,7 @@ VerifyReport verify_file(const std::filesystem::path& path, const VerifyOptions&
     for (const Storage& s : ck.storages()) {
       ++report.storages;
       if (!checker.gpu_enabled()) continue;
-      RecordReader reader(*file, s.source.offset, s.source.length,
-                          s.source.encoding == StorageSource::Encoding::kDeflated, s.nbytes, s.source.record);
+      RecordReader reader = open_storage_record(*file, s);
       const Digest d = checker.digest(reader, true);
       if (d.gpu_hash != d.hash) {
         throw Error(ErrorKind::kGpu, "the bytes that came back from GPU memory differ (XXH3 " + hex64(d.gpu_hash) +

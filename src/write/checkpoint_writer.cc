@@ -16,7 +16,7 @@
 
 namespace ckptfix {
 
-PickledObject pickle_checkpoint(const Checkpoint& checkpoint) {
+PickledObject pickle_checkpoint(const Checkpoint& checkpoint, bool libtorch_pickle) {
   PickledObject out;
   const auto& storages = checkpoint.storages();
   std::vector<int64_t> output_key(storages.size(), -1);
@@ -34,6 +34,7 @@ PickledObject pickle_checkpoint(const Checkpoint& checkpoint) {
   };
 
   PickleWriterOptions options;
+  options.libtorch = libtorch_pickle;
   options.persistent_id = [&](const Value& v, const std::function<void(Value*)>& save) {
     if (v.storage < 0) {
       throw Error(ErrorKind::kUnsupported,
@@ -70,7 +71,7 @@ SaveResult write_checkpoint(const Checkpoint& checkpoint, ByteSink& sink, const 
                         : !checkpoint.archive_root().empty() ? checkpoint.archive_root()
                                                              : std::string("archive");
   const std::string root = result.archive_root + "/";
-  const PickledObject pickled = pickle_checkpoint(checkpoint);
+  const PickledObject pickled = pickle_checkpoint(checkpoint, options.libtorch_pickle);
   const auto& storages = checkpoint.storages();
 
   uint64_t total = 0;

@@ -22,6 +22,6 @@ struct PickledObject {
   std::string bytes;
   std::vector<size_t> storage_order;  ///< storage indexes in output key order
 };
-PickledObject pickle_checkpoint(const Checkpoint& checkpoint);
+PickledObject pickle_checkpoint(const Checkpoint& checkpoint, bool libtorch_pickle = false);
 
 }  // namespace ckptfix

@@ -16,9 +16,7 @@ StorageCopier::StorageCopier(std::shared_ptr<const InputFile> input)
 StorageCopier::Copied StorageCopier::copy(const Storage& storage, const std::function<void(std::span<const std::byte>)>& emit) {
   // The raw record is read here (not through StorageReader) so its CRC-32 can
   // be checked against the archive's even when the bytes are then swapped or cast.
-  RecordReader reader(*input_, storage.source.offset, storage.source.length,
-                      storage.source.encoding == StorageSource::Encoding::kDeflated, storage.nbytes,
-                      storage.source.record);
+  RecordReader reader = open_storage_record(*input_, storage);
   std::unique_ptr<XXH3_state_t, decltype(&XXH3_freeState)> hash(XXH3_createState(), XXH3_freeState);
   XXH3_64bits_reset(hash.get());
   const DType from = storage.dtype;

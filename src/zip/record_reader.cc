@@ -1,6 +1,7 @@
 #include "zip/record_reader.h"
 
 #include <algorithm>
+#include <cstring>
 #include <vector>
 
 #include "ckptfix/error.h"
@@ -13,10 +14,18 @@ RecordReader::RecordReader(const InputFile& file, uint64_t offset, uint64_t leng
   if (deflated) inflater_ = std::make_unique<Inflater>(file.view(offset, length, what_));
 }
 
+RecordReader::RecordReader(const InputFile& file, std::span<const std::byte> memory, std::string what)
+    : file_(file), offset_(0), size_(memory.size()), what_(std::move(what)), memory_(memory.data()) {}
+
 uint64_t RecordReader::read(std::span<std::byte> out) {
   const uint64_t n = std::min<uint64_t>(out.size(), remaining());
   if (n == 0) return 0;
   auto dst = out.first(n);
+  if (memory_ != nullptr) {
+    std::memcpy(dst.data(), memory_ + position_, n);
+    position_ += n;
+    return n;
+  }
   try {
     if (inflater_) {
       if (inflater_->read(dst) != n) {

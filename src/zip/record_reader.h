@@ -17,6 +17,8 @@ class RecordReader {
   /// `offset`/`length`: the (compressed) bytes in the file; `size`: the
   /// uncompressed size; `what`: the record name for messages.
   RecordReader(const InputFile& file, uint64_t offset, uint64_t length, bool deflated, uint64_t size, std::string what);
+  /// Bytes already in memory (kept alive by the caller).
+  RecordReader(const InputFile& file, std::span<const std::byte> memory, std::string what);
 
   /// Fills `out` with the next bytes; returns how many (fewer only at the end).
   uint64_t read(std::span<std::byte> out);
@@ -31,6 +33,7 @@ class RecordReader {
   uint64_t position_ = 0;
   std::string what_;
   std::unique_ptr<Inflater> inflater_;
+  const std::byte* memory_ = nullptr;
 };
 
 }  // namespace ckptfix

@@ -1,0 +1,62 @@
+// ckptfix::torch: Python-saved checkpoints straight into LibTorch.
+//
+// LibTorch programs cannot load a state dict saved from Python:
+// torch::jit::pickle_load turns the OrderedDict that model.state_dict()
+// returns into None, and torch::load expects a TorchScript archive. These
+// functions read torch.save files (zip or legacy, from any device) with
+// ckptfix's reader, which never runs pickle code, and build at::Tensors.
+//
+// Built as the target ckptfix::torch when CMake finds LibTorch.
+#pragma once
+
+#include <filesystem>
+#include <optional>
+#include <string>
+#include <utility>
+#include <vector>
+
+#include <ATen/ATen.h>
+
+namespace torch::nn {
+class Module;
+}
+
+namespace ckptfix::torch {
+
+/// How to load.
+struct LoadOptions {
+  /// Where tensors are created: "cpu", "cuda", "cuda:N" (whatever the file says).
+  std::string map_location = "cpu";
+  /// Removed from the start of every key that has it, e.g. "module."; empty: keep keys.
+  std::string strip_prefix;
+  /// '/'-separated path of a nested state dict, e.g. "state_dict"; empty: the
+  /// root if it is a state dict, else the only state dict in the file.
+  std::string key;
+  /// Cast floating tensors (float16/bfloat16/float32/float64) to this type,
+  /// with Tensor::to (so bit-identical to it); tensors sharing a storage stay shared.
+  std::optional<c10::ScalarType> dtype;
+};
+
+/// The (name, tensor) pairs of a state dict, in the file's order. Tensors
+/// keep their saved dtype, shape, strides and storage offset; tensors that
+/// share a storage in the file share one here. Without a cast, on the CPU,
+/// tensors whose data is stored little-endian and aligned in the file point
+/// into a private (copy-on-write) mapping of it, kept alive by the tensors:
+/// no copy is made. Throws ckptfix::Error naming the file and key.
+std::vector<std::pair<std::string, at::Tensor>> load_state_dict(const std::filesystem::path& file,
+                                                                 const LoadOptions& options = {});
+
+/// Copies the state dict into the module's parameters and buffers by name.
+/// With `strict`, fails (nothing copied) listing missing and unexpected keys,
+/// like Python's load_state_dict; shapes must match in any case.
+void load_into(::torch::nn::Module& module, const std::filesystem::path& file, const LoadOptions& options = {},
+               bool strict = true);
+
+/// Writes a checkpoint that Python's torch.load returns as an OrderedDict of
+/// the same tensors (dtypes, shapes, strides, offsets, shared storages, the
+/// tensors' devices as saved locations). Atomic and verified like every
+/// ckptfix write; `overwrite` replaces an existing file.
+void save_state_dict(const std::filesystem::path& file, const std::vector<std::pair<std::string, at::Tensor>>& tensors,
+                     bool overwrite = true);
+
+}  // namespace ckptfix::torch

@@ -1,0 +1,17 @@
+// ckptfix's DType and LibTorch's ScalarType, both ways.
+#pragma once
+
+#include <c10/core/ScalarType.h>
+
+#include <optional>
+
+#include "ckptfix/dtype.h"
+
+namespace ckptfix::torch {
+
+/// The ScalarType of a DType, or nullopt when LibTorch 1.13 has none.
+std::optional<c10::ScalarType> to_scalar_type(DType dtype);
+/// The DType of a ScalarType, or nullopt.
+std::optional<DType> from_scalar_type(c10::ScalarType type);
+
+}  // namespace ckptfix::torch

@@ -1,0 +1,70 @@
+#include "ckptfix/builder.h"
+
+#include <unordered_set>
+
+#include "ckptfix/error.h"
+#include "model/checkpoint_impl.h"
+#include "model/torch_objects.h"
+
+namespace ckptfix {
+
+Checkpoint make_state_dict_checkpoint(const std::vector<StorageSpec>& storages, const std::vector<TensorSpec>& tensors) {
+  auto impl = std::make_unique<Checkpoint::Impl>();
+  impl->file = InputFile::from_memory({}, "<memory>");
+  impl->format = CheckpointFormat::kZip;
+  impl->archive_root = "archive";
+  impl->protocol = 2;
+  ValueGraph& g = impl->graph;
+
+  for (size_t i = 0; i < storages.size(); ++i) {
+    const StorageSpec& spec = storages[i];
+    if (!storage_class_name(spec.dtype)) {
+      throw Error(ErrorKind::kInvalidArgument, "dtype " + std::string(dtype_name(spec.dtype)) + " has no typed storage class");
+    }
+    Storage s;
+    s.key = std::to_string(i);
+    s.dtype = spec.dtype;
+    s.numel = spec.nbytes / element_size(spec.dtype);
+    s.nbytes = spec.nbytes;
+    s.location = spec.location;
+    s.source.encoding = StorageSource::Encoding::kMemory;
+    s.source.memory = spec.data;
+    s.source.record = "storage " + s.key + " (memory)";
+    impl->storages.push_back(std::move(s));
+  }
+
+  Value* root = g.make(ValueKind::kObject);
+  root->callable = g.make_global("collections", "OrderedDict");
+  root->args = g.make_tuple({});
+  std::unordered_set<std::string> keys;
+  for (const TensorSpec& t : tensors) {
+    if (t.storage >= storages.size()) throw Error(ErrorKind::kInvalidArgument, "tensor '" + t.key + "' names a storage that does not exist");
+    if (!keys.insert(t.key).second) throw Error(ErrorKind::kInvalidArgument, "key '" + t.key + "' appears twice");
+    Value* pid = g.make(ValueKind::kPersistentId);
+    pid->storage = static_cast<int32_t>(t.storage);
+    std::vector<Value*> shape, stride;
+    for (int64_t d : t.shape) shape.push_back(g.make_int(d));
+    for (int64_t d : t.stride) stride.push_back(g.make_int(d));
+    Value* hooks = g.make(ValueKind::kObject);  // OrderedDict(), as torch writes the backward hooks
+    hooks->callable = root->callable;
+    hooks->args = g.make_tuple({});
+    Value* call = g.make(ValueKind::kObject);
+    call->callable = g.make_global("torch._utils", "_rebuild_tensor_v2");
+    call->args = g.make_tuple({pid, g.make_int(t.storage_offset), g.make_tuple(std::move(shape)),
+                               g.make_tuple(std::move(stride)), g.make_bool(t.requires_grad), hooks});
+    root->entries.emplace_back(g.make_str(t.key), call);
+  }
+  impl->root = root;
+  build_tensor_table(*impl);
+  impl->note_global("collections", "OrderedDict");
+  impl->note_global("torch._utils", "_rebuild_tensor_v2");
+  Checkpoint checkpoint = Checkpoint::adopt(std::move(impl));
+  try {
+    validate_tensor_views(checkpoint);
+  } catch (Error& e) {
+    throw Error(ErrorKind::kInvalidArgument, e.message()).at(e.location());
+  }
+  return checkpoint;
+}
+
+}  // namespace ckptfix

@@ -1,0 +1,44 @@
+// Rewriting a checkpoint so LibTorch's own torch::jit::pickle_load reads it.
+//
+// LibTorch's unpickler (torch/csrc/jit/serialization/unpickler.cpp) turns
+// every collections.OrderedDict into None (it expects one only as a tensor's
+// empty backward hooks), so model.state_dict() comes back as None ("Expected
+// GenericDict but got None"); it knows no Parameter, no argparse or numpy
+// globals, cannot place storages on devices it was not built for, and reads
+// LONG1 only with 8 bytes. What it does read is what torch.save(dict(sd))
+// writes for CPU tensors: a plain dict of _rebuild_tensor_v2 calls.
+#include <unordered_set>
+
+#include "ckptfix/state_dict.h"
+#include "passes/passes_internal.h"
+
+namespace ckptfix {
+
+void make_libtorch_state_dict(Checkpoint& checkpoint, const PassOptions& options, PassReport& report) {
+  const std::vector<StateDictEntry> entries = select_state_dict(checkpoint, options.keys.empty() ? "" : options.keys[0]);
+  ValueGraph& graph = checkpoint.graph();
+  Value* dict = graph.make(ValueKind::kDict);
+  std::unordered_set<int32_t> storages;
+  for (const StateDictEntry& e : entries) {
+    Tensor& t = checkpoint.tensors()[e.tensor];
+    if (t.parameter) {  // a plain tensor in place of the Parameter wrapping it
+      t.value = t.rebuild;
+      t.parameter = false;
+      const Value* requires_grad = t.rebuild->args->items.size() > 4 ? t.rebuild->args->items[4] : nullptr;
+      t.requires_grad = requires_grad != nullptr && requires_grad->kind == ValueKind::kBool && requires_grad->boolean;
+    }
+    dict->entries.emplace_back(graph.make_str(e.key), t.value);
+    storages.insert(t.storage);
+  }
+  checkpoint.set_root(dict);
+  for (int32_t index : storages) {
+    Storage& s = checkpoint.storages()[static_cast<size_t>(index)];
+    if (s.location == "cpu") continue;
+    report.retagged.emplace_back(s.location + " -> cpu", 1);
+    s.location = "cpu";
+    ++report.storages_retagged;
+  }
+  report.for_libtorch = true;
+}
+
+}  // namespace ckptfix
