@@ -2,9 +2,10 @@
 """Whole-command benchmarks: ckptfix against `cp` and against the same job
 done in Python torch, on checkpoints generated at run time.
 
-Each case runs its commands in turn (cp, ckptfix, torch, cp, ckptfix, ...)
+Each case runs its commands in turn (ckptfix, cp, torch, ckptfix, cp, ...)
 so that drift in machine speed hits them alike, then prints the median wall
-time of each, their ratios, and peak resident memory (from /usr/bin/time).
+time of each, the median of the ratios taken round by round (ckptfix/cp,
+torch/ckptfix), and peak resident memory (from /usr/bin/time).
 Files are generated with real torch (Debian's torch 1.13) and kept in the
 page cache: this measures the tools, not the disk.
 
@@ -70,8 +71,16 @@ torch.save(sd, {path!r})
     subprocess.run([PYTHON, "-c", script], check=True)
 
 
-def timed(command):
-    """(wall seconds, peak RSS MiB) of one run."""
+def timed(command, outputs=()):
+    """(wall seconds, peak RSS MiB) of one run.
+
+    Before each run (not timed) the outputs are removed and dirty pages are
+    written back (sync), so every command starts from the same state: it
+    writes a new file, and no earlier run's write-back competes with it."""
+    for path in outputs:
+        if os.path.exists(path):
+            os.remove(path)
+    os.sync()
     with tempfile.NamedTemporaryFile(mode="r") as report:
         start = time.perf_counter()
         proc = subprocess.run([TIME, "-f", "%M", "-o", report.name, *command],
@@ -85,18 +94,42 @@ def timed(command):
 
 def run_case(binary, job, src, workdir, runs, peers):
     dst = os.path.join(workdir, "out.pt")
+    copy = os.path.join(workdir, "copy.pt")
     commands = {"ckptfix": ckptfix_command(binary, job, src, dst)}
     if "cp" in peers and job not in ("inspect", "verify"):
-        commands["cp"] = ["cp", src, os.path.join(workdir, "copy.pt")]
+        commands["cp"] = ["cp", src, copy]
     if "torch" in peers:
         commands["torch"] = [PYTHON, "-c", f"import torch, collections\nsrc, dst = {src!r}, {dst!r}\n{TORCH_JOBS[job]}"]
     results = {name: [] for name in commands}
+    outputs = (dst, copy)
     for name, command in commands.items():  # warm-up, not counted
-        timed(command)
+        timed(command, outputs)
     for _ in range(runs):
         for name, command in commands.items():
-            results[name].append(timed(command))
-    return {name: (statistics.median(w for w, _ in r), max(m for _, m in r)) for name, r in results.items()}
+            results[name].append(timed(command, outputs))
+    summary = {name: (statistics.median(w for w, _ in r), max(m for _, m in r)) for name, r in results.items()}
+    # Ratios pair by pair (runs of one round follow each other), then the
+    # median: robust to the machine's speed drifting between rounds.
+    ratios = {}
+    for peer in ("cp", "torch"):
+        if peer in results:
+            a, b = results["ckptfix"], results[peer]
+            ratios[peer] = statistics.median((x[0] / y[0]) if peer == "cp" else (y[0] / x[0]) for x, y in zip(a, b))
+    return summary, ratios
+
+
+def prefault_memory():
+    """Touches most free memory once. On a virtual machine, the first use of a
+    guest page costs a fault in the host (here ~2.5 us per 4 KiB page, so
+    ~0.6 s per GiB): without this, whichever command first allocates page
+    cache from never-used memory looks several times slower than it is."""
+    available = int(next(l for l in open("/proc/meminfo") if l.startswith("MemAvailable")).split()[1]) * 1024
+    chunk, blocks = 1 << 28, []
+    for _ in range(max(0, (available - (3 << 30)) // chunk)):
+        block = bytearray(chunk)
+        block[::4096] = b"\x01" * len(range(0, chunk, 4096))
+        blocks.append(block)
+    del blocks
 
 
 def main():
@@ -107,7 +140,10 @@ def main():
     parser.add_argument("--peers", default="cp,torch", help="comma-separated: cp,torch (or empty)")
     parser.add_argument("--runs", type=int, default=3)
     parser.add_argument("--workdir", default=None, help="where to generate files (default: a temp dir)")
+    parser.add_argument("--no-prefault", action="store_true", help="skip touching free memory first (see prefault_memory)")
     args = parser.parse_args()
+    if not args.no_prefault:
+        prefault_memory()
     peers = [p for p in args.peers.split(",") if p]
     workdir = args.workdir or tempfile.mkdtemp(prefix="ckptfix-bench-")
     os.makedirs(workdir, exist_ok=True)
@@ -120,13 +156,13 @@ def main():
             if not os.path.exists(src):
                 generate(src, size)
             for job in args.jobs.split(","):
-                r = run_case(args.ckptfix, job, src, workdir, args.runs, peers)
+                r, ratios = run_case(args.ckptfix, job, src, workdir, args.runs, peers)
                 ck, ck_mem = r["ckptfix"]
                 cp = r.get("cp", (None, None))[0]
                 th, th_mem = r.get("torch", (None, None))
                 fmt = lambda x, f="{:.3f}": "-" if x is None else f.format(x)
                 print(f"| {job} | {size:g} GiB | {fmt(ck)} | {fmt(cp)} | {fmt(th)} | "
-                      f"{fmt(ck / cp if cp else None, '{:.2f}x')} | {fmt(th / ck if th else None, '{:.1f}x')} | "
+                      f"{fmt(ratios.get('cp'), '{:.2f}x')} | {fmt(ratios.get('torch'), '{:.1f}x')} | "
                       f"{ck_mem:.0f} | {fmt(th_mem, '{:.0f}')} |", flush=True)
     finally:
         if not args.workdir:

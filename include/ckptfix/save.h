@@ -20,6 +20,9 @@ struct SaveOptions {
   std::string archive_root;
   /// Replace an existing output file.
   bool overwrite = false;
+  /// fsync the new file before the rename and its directory after, for
+  /// durability across power loss (the rename is atomic either way).
+  bool sync = false;
   /// Called as tensor bytes are written ("writing") and, through
   /// verify_options, read back ("verifying"): (phase, bytes done, bytes total).
   ProgressCallback progress;
@@ -45,7 +48,8 @@ struct WrittenStorage {
   std::string record;       ///< "<root>/data/<key>"
   uint64_t nbytes = 0;
   uint32_t crc32 = 0;
-  uint64_t hash = 0;        ///< XXH3-64 of the written bytes
+  uint64_t hash = 0;        ///< XXH3-64 of the written bytes (when has_hash)
+  bool has_hash = true;     ///< false for bytes copied unchanged, checked by CRC-32 against the input's
   uint64_t overflowed = 0;  ///< cast: finite values that became ±inf
   uint64_t flushed = 0;     ///< cast: non-zero values that became ±0
 };
@@ -61,11 +65,15 @@ struct SaveResult {
     uint64_t data_offset = 0;
     uint64_t size = 0;
     uint32_t crc32 = 0;
-    uint64_t hash = 0;  ///< XXH3-64 of the bytes meant to be written
+    uint64_t hash = 0;  ///< XXH3-64 of the bytes meant to be written (when has_hash)
+    bool has_hash = true;
+    bool read_back = false;  ///< its bytes were already read back and checked while writing
   };
   std::vector<Record> records;
   /// What verification checked (empty when it was turned off).
   std::optional<VerifyReport> verification;
+  /// The GPU round trip done while reading records back during the write.
+  GpuReport readback_gpu;
 };
 
 /// Writes `checkpoint` (with any edits the passes made) to `path` atomically:

@@ -149,6 +149,8 @@ void add_rewrite_options(CLI::App* cmd, RewriteArgs& args) {
                   "Write each output under DIR: the input's file name, or its path below a --recursive directory");
   cmd->add_flag("--in-place", args.in_place, "Replace each input, only once its new version is complete");
   cmd->add_flag("-f,--force", args.force, "Overwrite existing outputs");
+  cmd->add_flag("--sync", args.sync,
+                "fsync each output (and its directory) so it also survives a power loss; --in-place always does");
   cmd->add_flag("--no-verify", args.no_verify, "Skip verifying each written file before it replaces anything");
   cmd->add_option("--gpu", args.gpu, "GPU round trip during verification: auto (default), require or off");
 }
@@ -228,6 +230,8 @@ int run_rewrite(const std::string& command, const RewriteArgs& args, const PassO
       } else {
         SaveOptions options = save_options;
         options.overwrite = args.force || args.in_place;
+        // Replacing the input destroys the only other copy: make it durable.
+        options.sync = args.sync || args.in_place;
         options.progress = [&progress, last = std::string()](std::string_view phase, uint64_t done,
                                                              uint64_t total) mutable {
           if (phase != last) progress.phase(last = std::string(phase), total);

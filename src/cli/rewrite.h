@@ -20,6 +20,7 @@ struct RewriteArgs {
   bool in_place = false;
   bool force = false;
   bool no_verify = false;
+  bool sync = false;
   std::string gpu = "auto";
 };
 

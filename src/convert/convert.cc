@@ -41,18 +41,15 @@ inline float load_as_float(DType t, const std::byte* p, size_t i) {
   }
 }
 
-inline bool is_zero_bits(double v) { return v == 0.0; }
+// The input element as float64 (exact for every castable type), for the
+// statistics only: finite inputs that become infinite, non-zero that become 0.
+inline double load_exact(DType t, const std::byte* p, size_t i) {
+  return t == DType::kFloat64 ? load<double>(p, i) : static_cast<double>(load_as_float(t, p, i));
+}
 
-template <typename Load, typename Store>
-ConvertStats convert_loop(size_t count, Load load_value, Store store_value) {
-  ConvertStats stats;
-  for (size_t i = 0; i < count; ++i) {
-    const double in = load_value(i);
-    const double out = store_value(i);
-    if (std::isfinite(in) && std::isinf(out)) ++stats.overflowed;
-    if (!is_zero_bits(in) && !std::isnan(in) && is_zero_bits(out)) ++stats.flushed;
-  }
-  return stats;
+inline void tally(ConvertStats& s, double in, bool out_inf, bool out_zero) {
+  if (out_inf && std::isfinite(in)) ++s.overflowed;
+  if (out_zero && in != 0 && !std::isnan(in)) ++s.flushed;
 }
 
 }  // namespace
@@ -122,39 +119,37 @@ ConvertStats convert_elements(DType from, DType to, const std::byte* src, std::b
   if (from == DType::kFloat32 && to == DType::kBFloat16) return convert_f32_to_bf16(src, dst, count);
   if (from == DType::kFloat32 && to == DType::kFloat16) return convert_f32_to_f16(src, dst, count);
 
-  auto in = [&](size_t i) -> double {
-    return from == DType::kFloat64 ? load<double>(src, i) : static_cast<double>(load_as_float(from, src, i));
-  };
+  // Widening never overflows or flushes: no statistics to keep.
+  ConvertStats stats;
   switch (to) {
     case DType::kFloat64:
-      return convert_loop(count, in, [&](size_t i) {
-        // Exact widening of the float32 value (or a copy for float64 sources).
-        const double d = static_cast<double>(load_as_float(from, src, i));
-        store<double>(dst, i, d);
-        return d;
-      });
+      for (size_t i = 0; i < count; ++i) store<double>(dst, i, static_cast<double>(load_as_float(from, src, i)));
+      return stats;
     case DType::kFloat32:
-      return convert_loop(count, in, [&](size_t i) {
-        const float f = load_as_float(from, src, i);
+      for (size_t i = 0; i < count; ++i) {
+        const float f = load_as_float(from, src, i);  // float64 -> float32 rounds here
         store<float>(dst, i, f);
-        return static_cast<double>(f);
-      });
+        if (from == DType::kFloat64) tally(stats, load<double>(src, i), std::isinf(f), f == 0);
+      }
+      return stats;
     case DType::kFloat16:
-      return convert_loop(count, in, [&](size_t i) {
+      for (size_t i = 0; i < count; ++i) {
         const uint16_t h = float_to_half_bits(load_as_float(from, src, i));
         store<uint16_t>(dst, i, h);
-        return static_cast<double>(half_bits_to_float(h));
-      });
+        tally(stats, load_exact(from, src, i), (h & 0x7FFF) == 0x7C00, (h & 0x7FFF) == 0);
+      }
+      return stats;
     case DType::kBFloat16: {
       // float64: ATen's vectorized blocks of 16 end where the scalar tail starts.
       const uint64_t vector_end = from == DType::kFloat64 ? position.total - position.total % 16 : 0;
-      return convert_loop(count, in, [&](size_t i) {
+      for (size_t i = 0; i < count; ++i) {
         const float f = load_as_float(from, src, i);
         const uint16_t b = position.first + i < vector_end ? float_to_bfloat16_bits_vectorized(f)
                                                            : float_to_bfloat16_bits_scalar(f);
         store<uint16_t>(dst, i, b);
-        return static_cast<double>(bfloat16_bits_to_float(b));
-      });
+        tally(stats, load_exact(from, src, i), (b & 0x7FFF) == 0x7F80, (b & 0x7FFF) == 0);
+      }
+      return stats;
     }
     default: break;
   }

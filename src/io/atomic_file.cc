@@ -7,6 +7,7 @@
 #include <fcntl.h>
 #include <sys/stat.h>
 #include <unistd.h>
+#include <sys/types.h>
 
 #include "ckptfix/error.h"
 
@@ -76,6 +77,28 @@ void FileSink::write(std::span<const std::byte> data) {
   }
 }
 
+bool FileSink::copy_from(int fd, uint64_t offset, uint64_t length) {
+  if (!copy_supported_) return false;
+  flush();
+  loff_t in = static_cast<loff_t>(offset);
+  uint64_t left = length;
+  while (left > 0) {
+    const ssize_t n = ::copy_file_range(fd, &in, fd_, nullptr, left, 0);
+    if (n < 0 && errno == EINTR) continue;
+    if (n <= 0) {
+      if (left == length && (n == 0 || errno == EXDEV || errno == EINVAL || errno == ENOSYS || errno == EOPNOTSUPP ||
+                             errno == EBADF || errno == EPERM)) {
+        copy_supported_ = false;  // e.g. another file system type: write through user memory instead
+        return false;
+      }
+      throw io_error("copy_file_range failed", name_);
+    }
+    left -= static_cast<uint64_t>(n);
+  }
+  position_ += length;
+  return true;
+}
+
 void FileSink::flush() {
   if (used_ == 0) return;
   write_fully(buffer_.get(), used_);
@@ -117,9 +140,9 @@ ByteSink& AtomicFile::sink() { return *sink_; }
 
 void AtomicFile::flush() { sink_->flush(); }
 
-void AtomicFile::commit() {
+void AtomicFile::commit(bool sync) {
   sink_->flush();
-  if (::fsync(sink_->fd()) != 0) throw io_error("fsync failed", temp_);
+  if (sync && ::fsync(sink_->fd()) != 0) throw io_error("fsync failed", temp_);
   if (overwrite_) {
     if (::rename(temp_.c_str(), target_.c_str()) != 0) throw io_error("cannot rename the finished file into place", target_);
   } else {
@@ -134,7 +157,7 @@ void AtomicFile::commit() {
     ::unlink(temp_.c_str());
   }
   committed_ = true;
-  sync_directory(target_.parent_path());
+  if (sync) sync_directory(target_.parent_path());
 }
 
 std::vector<std::filesystem::path> AtomicFile::stale_temporaries(const std::filesystem::path& target) {

@@ -34,8 +34,10 @@ class AtomicFile {
   const std::filesystem::path& temp_path() const { return temp_; }
   /// Flushes buffered bytes so the temporary file can be re-read.
   void flush();
-  /// Makes the new file the target. After this the destructor does nothing.
-  void commit();
+  /// Makes the new file the target. With `sync`, the data is flushed to
+  /// disk (fsync) before the rename and the directory after it, so the
+  /// result also survives a power loss. After this the destructor does nothing.
+  void commit(bool sync);
 
   /// Temporaries of `target` whose writer process is gone (for tests and cleanup).
   static std::vector<std::filesystem::path> stale_temporaries(const std::filesystem::path& target);
@@ -55,7 +57,9 @@ class FileSink final : public ByteSink {
   ~FileSink() override;
   void write(std::span<const std::byte> data) override;
   uint64_t position() const override { return position_; }
-  void flush();
+  void flush() override;
+  bool can_copy_from() const override { return copy_supported_; }
+  bool copy_from(int fd, uint64_t offset, uint64_t length) override;
   int fd() const { return fd_; }
 
  private:
@@ -66,6 +70,7 @@ class FileSink final : public ByteSink {
   uint64_t position_ = 0;
   std::unique_ptr<std::byte[]> buffer_;
   size_t used_ = 0;
+  bool copy_supported_ = true;
 };
 
 }  // namespace ckptfix

@@ -16,6 +16,17 @@ class ByteSink {
   virtual void write(std::span<const std::byte> data) = 0;
   /// Bytes written so far.
   virtual uint64_t position() const = 0;
+  /// Makes everything written so far visible to other readers of the file.
+  virtual void flush() {}
+  /// Whether copy_from() can be used.
+  virtual bool can_copy_from() const { return false; }
+  /// Appends `length` bytes of the file `fd` at `offset`, copied inside the
+  /// kernel (copy_file_range: no trip through user memory). Returns false,
+  /// having written nothing, when the kernel cannot do it for these files.
+  virtual bool copy_from(int fd, uint64_t offset, uint64_t length) {
+    (void)fd, (void)offset, (void)length;
+    return false;
+  }
 };
 
 /// Collects everything in memory.

@@ -10,6 +10,7 @@
 #include "ckptfix/verify.h"
 #include "io/input_file.h"
 #include "storage/storage_reader.h"
+#include "verify/byte_checker.h"
 #include "verify/gpu.h"
 #include "zip/crc32.h"
 #include "zip/record_reader.h"
@@ -18,100 +19,14 @@
 namespace ckptfix {
 namespace {
 
-constexpr size_t kChunk = size_t{4} << 20;
-
-std::string hex32(uint32_t v) {
-  char buf[16];
-  std::snprintf(buf, sizeof buf, "0x%08x", v);
-  return buf;
-}
-
-std::string hex64(uint64_t v) {
-  char buf[24];
-  std::snprintf(buf, sizeof buf, "0x%016llx", static_cast<unsigned long long>(v));
-  return buf;
-}
-
 Error mismatch(const std::string& where, const std::string& message) {
   return Error(ErrorKind::kVerification, message).at(where);
 }
 
-struct Digest {
-  uint32_t crc = 0;
-  uint64_t hash = 0;
-  uint64_t gpu_hash = 0;  // of the bytes back from the GPU (when it ran)
-};
-
-// Reads records once, computing CRC-32 and XXH3 and, when asked, sending
-// every chunk through GPU memory.
-class ByteChecker {
- public:
-  ByteChecker(GpuMode mode, GpuReport& gpu, ProgressCallback progress, uint64_t total)
-      : gpu_report_(gpu), buffer_(kChunk), progress_(std::move(progress)), total_(total) {
-    if (mode == GpuMode::kOff) {
-      gpu.status = "off";
-      return;
-    }
-    const GpuStatus& status = gpu_status();
-    if (!status.usable) {
-      if (mode == GpuMode::kRequire) {
-        throw Error(ErrorKind::kGpu, "GPU round trip required (--gpu require) but it cannot run: " + status.reason);
-      }
-      gpu.status = "skipped";
-      gpu.reason = status.reason;
-      return;
-    }
-    gpu_ = std::make_unique<GpuRoundTrip>(kChunk);
-    gpu.status = "ok";
-    gpu.device = status.device;
-    returned_.resize(kChunk);
-  }
-
-  bool gpu_enabled() const { return gpu_ != nullptr; }
-
-  Digest digest(RecordReader& reader, bool through_gpu) {
-    Digest d;
-    XXH3_state_t* hash = XXH3_createState();
-    XXH3_state_t* gpu_hash = XXH3_createState();
-    XXH3_64bits_reset(hash);
-    XXH3_64bits_reset(gpu_hash);
-    try {
-      while (reader.remaining() > 0) {
-        const uint64_t n = reader.read(buffer_);
-        std::span<const std::byte> chunk(buffer_.data(), n);
-        d.crc = crc32_update(d.crc, chunk);
-        XXH3_64bits_update(hash, chunk.data(), chunk.size());
-        done_ += n;
-        if (progress_) progress_("verifying", done_, total_);
-        if (through_gpu && gpu_) {
-          const auto start = std::chrono::steady_clock::now();
-          gpu_->roundtrip(chunk, std::span(returned_).first(n));
-          gpu_report_.seconds += std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
-          gpu_report_.bytes += n;
-          XXH3_64bits_update(gpu_hash, returned_.data(), n);
-        }
-      }
-    } catch (...) {
-      XXH3_freeState(hash);
-      XXH3_freeState(gpu_hash);
-      throw;
-    }
-    d.hash = XXH3_64bits_digest(hash);
-    d.gpu_hash = XXH3_64bits_digest(gpu_hash);
-    XXH3_freeState(hash);
-    XXH3_freeState(gpu_hash);
-    return d;
-  }
-
- private:
-  GpuReport& gpu_report_;
-  std::unique_ptr<GpuRoundTrip> gpu_;
-  std::vector<std::byte> buffer_;
-  std::vector<std::byte> returned_;
-  ProgressCallback progress_;
-  uint64_t total_;
-  uint64_t done_ = 0;
-};
+// Feeds a ByteChecker from a RecordReader.
+Digest digest_record(ByteChecker& checker, RecordReader& reader, bool through_gpu) {
+  return checker.digest(reader.remaining(), [&](std::span<std::byte> out) { reader.read(out); }, through_gpu);
+}
 
 std::string shape_text(const std::vector<int64_t>& v) {
   std::string s = "[";
@@ -233,20 +148,23 @@ VerifyReport verify_written(const std::filesystem::path& path, const Checkpoint&
       if (e.data_offset % 64 != 0) throw mismatch(r.name, "record data at " + hex_offset(e.data_offset) + " is not 64-byte aligned");
       if (e.crc32 != r.crc32) throw mismatch(r.name, "central directory CRC-32 " + hex32(e.crc32) + ", " + hex32(r.crc32) + " was written");
 
-      // The bytes, read back through the page cache (and the GPU).
-      RecordReader reader(*file, e.data_offset, e.compressed_size, false, e.size, e.name);
+      // The bytes, read back through the page cache (and the GPU), unless the
+      // writer already did that for this record as soon as it was complete.
       const bool is_storage = r.name.find("/data/") != std::string::npos;
-      const Digest d = checker.digest(reader, is_storage);
-      if (d.crc != r.crc32) {
-        throw mismatch(r.name, "the bytes read back have CRC-32 " + hex32(d.crc) + " but " + hex32(r.crc32) + " was written");
-      }
-      if (d.hash != r.hash) {
-        throw mismatch(r.name, "the bytes read back differ from the bytes meant to be written (XXH3 " + hex64(d.hash) +
-                                   " read, " + hex64(r.hash) + " expected)");
-      }
-      if (is_storage && checker.gpu_enabled() && d.gpu_hash != r.hash) {
-        throw mismatch(r.name, "the bytes that came back from GPU memory differ (XXH3 " + hex64(d.gpu_hash) + ", " +
-                                   hex64(r.hash) + " expected)");
+      if (!r.read_back) {
+        RecordReader reader(*file, e.data_offset, e.compressed_size, false, e.size, e.name);
+        const Digest d = digest_record(checker, reader, is_storage);
+        if (d.crc != r.crc32) {
+          throw mismatch(r.name, "the bytes read back have CRC-32 " + hex32(d.crc) + " but " + hex32(r.crc32) + " was written");
+        }
+        if (r.has_hash && d.hash != r.hash) {
+          throw mismatch(r.name, "the bytes read back differ from the bytes meant to be written (XXH3 " + hex64(d.hash) +
+                                     " read, " + hex64(r.hash) + " expected)");
+        }
+        if (is_storage && checker.gpu_enabled() && d.gpu_hash != d.hash) {
+          throw mismatch(r.name, "the bytes that came back from GPU memory differ (XXH3 " + hex64(d.gpu_hash) + ", " +
+                                     hex64(d.hash) + " sent)");
+        }
       }
       ++report.records;
       ++report.records_crc_checked;
@@ -256,6 +174,8 @@ VerifyReport verify_written(const std::filesystem::path& path, const Checkpoint&
     // The object graph, re-parsed.
     Checkpoint back = Checkpoint::open(path);
     compare_tensors(intended, back, written, report);
+    report.gpu.bytes += written.readback_gpu.bytes;
+    report.gpu.seconds += written.readback_gpu.seconds;
   } catch (Error& e) {
     if (e.kind() == ErrorKind::kVerification || e.kind() == ErrorKind::kGpu) throw;
     // Anything else the reader says about our own output is a verification failure.
@@ -279,7 +199,7 @@ VerifyReport verify_file(const std::filesystem::path& path, const VerifyOptions&
       ZipReader zip(file);
       for (const ZipEntry& e : zip.entries()) {
         RecordReader reader(*file, e.data_offset, e.compressed_size, e.method == 8, e.size, e.name);
-        const Digest d = checker.digest(reader, false);
+        const Digest d = digest_record(checker, reader, false);
         ++report.records;
         report.bytes += e.size;
         if (e.crc32 == 0 && e.size != 0) continue;  // no CRC recorded (torch >= 2.6 option)
@@ -297,7 +217,7 @@ VerifyReport verify_file(const std::filesystem::path& path, const VerifyOptions&
       ++report.storages;
       if (!checker.gpu_enabled()) continue;
       RecordReader reader = open_storage_record(*file, s);
-      const Digest d = checker.digest(reader, true);
+      const Digest d = digest_record(checker, reader, true);
       if (d.gpu_hash != d.hash) {
         throw Error(ErrorKind::kGpu, "the bytes that came back from GPU memory differ (XXH3 " + hex64(d.gpu_hash) +
                                          ", " + hex64(d.hash) + " sent)")

@@ -8,10 +8,13 @@
 #include "ckptfix/error.h"
 #include "io/atomic_file.h"
 #include "io/bytes.h"
+#include "io/mapped_window.h"
 #include "model/checkpoint_impl.h"
 #include "pickle/pickler.h"
 #include "storage/storage_reader.h"
-#include "write/storage_copier.h"
+#include "verify/byte_checker.h"
+#include "write/storage_writer.h"
+#include "zip/crc32.h"
 #include "zip/zip_writer.h"
 
 namespace ckptfix {
@@ -65,7 +68,8 @@ PickledObject pickle_checkpoint(const Checkpoint& checkpoint, bool libtorch_pick
   return out;
 }
 
-SaveResult write_checkpoint(const Checkpoint& checkpoint, ByteSink& sink, const SaveOptions& options) {
+SaveResult write_checkpoint(const Checkpoint& checkpoint, ByteSink& sink, const SaveOptions& options,
+                            ReadBack* readback) {
   SaveResult result;
   result.archive_root = !options.archive_root.empty() ? options.archive_root
                         : !checkpoint.archive_root().empty() ? checkpoint.archive_root()
@@ -78,53 +82,43 @@ SaveResult write_checkpoint(const Checkpoint& checkpoint, ByteSink& sink, const 
   for (size_t index : pickled.storage_order) total += storages[index].output_nbytes();
 
   ZipWriter zip(sink);
-  std::vector<uint64_t> hashes;  // XXH3 of each record, in record order
+  struct Expected {
+    uint64_t hash;
+    bool has_hash;
+    bool read_back;
+  };
+  std::vector<Expected> expected;  // per record, in record order
   auto add_small = [&](const std::string& name, std::string_view bytes) {
     zip.add(name, as_bytes(bytes));
-    hashes.push_back(XXH3_64bits(bytes.data(), bytes.size()));
+    expected.push_back({XXH3_64bits(bytes.data(), bytes.size()), true, false});
   };
   add_small(root + "data.pkl", pickled.bytes);
   add_small(root + "byteorder", "little");
 
-  StorageCopier copier(checkpoint.impl().file);
   uint64_t done = 0;
+  StorageWriter writer(*checkpoint.impl().file, checkpoint.impl().file, sink, zip, readback, [&](uint64_t n) {
+    done += n;
+    if (options.progress) options.progress("writing", done, total);
+  });
   for (size_t key = 0; key < pickled.storage_order.size(); ++key) {
     const size_t index = pickled.storage_order[key];
-    const Storage& s = storages[index];
     WrittenStorage written;
     written.storage = index;
     written.key = std::to_string(key);
     written.record = root + "data/" + written.key;
-    written.nbytes = s.output_nbytes();
-    zip.begin(written.record, written.nbytes);
-    const StorageCopier::Copied copied = copier.copy(s, [&](std::span<const std::byte> chunk) {
-      zip.write(chunk);
-      done += chunk.size();
-      if (options.progress) options.progress("writing", done, total);
-    });
-    written.hash = copied.hash;
-    written.overflowed = copied.stats.overflowed;
-    written.flushed = copied.stats.flushed;
-    zip.end();
-    written.crc32 = zip.records().back().crc32;
-    // The input's own CRC, where it recorded one: unconverted bytes have the
-    // CRC just computed for the output; converted ones were checked by the copier.
-    const uint32_t source_crc = s.cast_to || s.big_endian ? copied.source_crc32 : written.crc32;
-    if (s.source.crc32 != 0 && source_crc != s.source.crc32) {
-      throw Error(ErrorKind::kCorrupt, "the input record is damaged: its bytes have CRC-32 " + std::to_string(source_crc) +
-                                           " but the archive records " + std::to_string(s.source.crc32))
-          .in_file(checkpoint.file_name())
-          .at(s.source.record);
-    }
-    hashes.push_back(written.hash);
+    written.nbytes = storages[index].output_nbytes();
+    writer.write(storages[index], written);
+    expected.push_back({written.hash, written.has_hash, readback != nullptr});
     result.storages.push_back(std::move(written));
   }
   add_small(root + "version", "3\n");
   zip.finish();
+  writer.finish();
 
   for (size_t i = 0; i < zip.records().size(); ++i) {
     const WrittenRecord& r = zip.records()[i];
-    result.records.push_back({r.name, r.data_offset, r.size, r.crc32, hashes[i]});
+    result.records.push_back({r.name, r.data_offset, r.size, r.crc32, expected[i].hash, expected[i].has_hash,
+                              expected[i].read_back});
   }
   result.bytes = sink.position();
   return result;
@@ -143,6 +137,7 @@ class FailingSink final : public ByteSink {
     inner_.write(data);
   }
   uint64_t position() const override { return inner_.position(); }
+  void flush() override { inner_.flush(); }
 
  private:
   ByteSink& inner_;
@@ -177,7 +172,14 @@ SaveResult save(const Checkpoint& checkpoint, const std::filesystem::path& path,
       failing = std::make_unique<FailingSink>(out.sink(), static_cast<uint64_t>(options.test_fail_write_after));
       sink = failing.get();
     }
-    result = write_checkpoint(checkpoint, *sink, options);
+    // Storage records are read back as they are finished (overlapping the
+    // writing), except when a test corrupts the file after the fact.
+    std::unique_ptr<ReadBack> readback;
+    if (options.verify && !options.test_corrupt_before_verify) {
+      readback = std::make_unique<ReadBack>(out.temp_path().string(), options.verify_options.gpu);
+    }
+    result = write_checkpoint(checkpoint, *sink, options, readback.get());
+    if (readback) result.readback_gpu = readback->gpu();
     out.flush();
     if (options.test_corrupt_before_verify) corrupt_first_storage(out.temp_path(), result);
     if (options.verify) {
@@ -193,7 +195,7 @@ SaveResult save(const Checkpoint& checkpoint, const std::filesystem::path& path,
     }
     throw;
   }
-  out.commit();
+  out.commit(options.sync);
   return result;
 }
 

@@ -13,9 +13,15 @@
 
 namespace ckptfix {
 
+class ReadBack;
+
 /// Writes the archive to `sink`. The pickle is built first (it decides the
-/// storage keys), then each storage is streamed from the input.
-SaveResult write_checkpoint(const Checkpoint& checkpoint, ByteSink& sink, const SaveOptions& options);
+/// storage keys), then each storage is streamed from the input, or copied by
+/// the kernel when it needs no change. With `readback`, every storage record
+/// is read back from the file and checked on a second thread as soon as it
+/// is complete (the sink must then be writing that file).
+SaveResult write_checkpoint(const Checkpoint& checkpoint, ByteSink& sink, const SaveOptions& options,
+                            ReadBack* readback = nullptr);
 
 /// The data.pkl bytes and output storage order for `checkpoint`.
 struct PickledObject {

@@ -35,7 +35,7 @@ uint32_t clamp32(uint64_t v) { return v >= k32 ? static_cast<uint32_t>(k32) : st
 
 ZipWriter::ZipWriter(ByteSink& sink) : sink_(sink) {}
 
-void ZipWriter::begin(const std::string& name, uint64_t size) {
+void ZipWriter::begin(const std::string& name, uint64_t size, std::optional<uint64_t> page_phase) {
   if (in_record_) throw Error(ErrorKind::kInvalidArgument, "zip writer: record '" + name + "' begun inside another");
   if (name.size() > 0xFFFF) throw Error(ErrorKind::kInvalidArgument, "zip writer: record name too long");
   WrittenRecord rec;
@@ -58,7 +58,8 @@ void ZipWriter::begin(const std::string& name, uint64_t size) {
   }
   // FB padding so the data starts 64-byte aligned (torch's getPadding).
   const uint64_t start = rec.header_offset + 30 + name.size() + extra.size() + 4;
-  const uint64_t pad = (kAlignment - start % kAlignment) % kAlignment;
+  uint64_t pad = (kAlignment - start % kAlignment) % kAlignment;
+  if (page_phase && *page_phase % kAlignment == 0) pad = (*page_phase % 4096 + 4096 - start % 4096) % 4096;
   extra += "FB";
   append_le<uint16_t>(extra, static_cast<uint16_t>(pad));
   extra.append(pad, 'Z');
@@ -81,6 +82,7 @@ void ZipWriter::begin(const std::string& name, uint64_t size) {
   rec.data_offset = sink_.position();
   records_.push_back(std::move(rec));
   in_record_ = true;
+  direct_in_record_ = false;
   written_in_record_ = 0;
   crc_ = 0;
 }
@@ -95,13 +97,25 @@ void ZipWriter::write(std::span<const std::byte> data) {
   written_in_record_ += data.size();
 }
 
-void ZipWriter::end() {
+void ZipWriter::wrote_directly(uint64_t n) {
+  WrittenRecord& rec = records_.back();
+  if (!in_record_ || n > rec.size - written_in_record_) {
+    throw Error(ErrorKind::kInvalidArgument, "zip writer: more bytes than declared for '" + rec.name + "'");
+  }
+  written_in_record_ += n;
+  direct_in_record_ = true;
+}
+
+void ZipWriter::end(std::optional<uint32_t> crc) {
   WrittenRecord& rec = records_.back();
   if (!in_record_ || written_in_record_ != rec.size) {
     throw Error(ErrorKind::kInvalidArgument, "zip writer: record '" + rec.name + "' declared " + std::to_string(rec.size) +
                                                  " bytes but got " + std::to_string(written_in_record_));
   }
-  rec.crc32 = crc_;
+  if (direct_in_record_ && !crc) {
+    throw Error(ErrorKind::kInvalidArgument, "zip writer: record '" + rec.name + "' was copied directly but has no CRC");
+  }
+  rec.crc32 = crc.value_or(crc_);
   in_record_ = false;
   if (rec.size == 0) return;  // miniz writes no descriptor for empty records
   std::string desc;

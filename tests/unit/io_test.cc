@@ -45,7 +45,7 @@ TEST_F(AtomicFileTest, CommitReplacesOnlyWhenAllowed) {
   test::expect_error([&] { AtomicFile out(dir_ / "out.pt", false); }, ErrorKind::kExists, "use --force");
   AtomicFile out(dir_ / "out.pt", true);
   out.sink().write(as_bytes("new"));
-  out.commit();
+  out.commit(true);  // with fsync of the file and the directory
   EXPECT_EQ(test::read_file((dir_ / "out.pt").string()), "new");
   EXPECT_EQ(listing(), std::vector<std::string>{"out.pt"});
 }
@@ -54,7 +54,7 @@ TEST_F(AtomicFileTest, OutputAppearingMeanwhileIsNotOverwritten) {
   AtomicFile out(dir_ / "out.pt", false);
   out.sink().write(as_bytes("mine"));
   std::ofstream(dir_ / "out.pt") << "theirs";
-  test::expect_error([&] { out.commit(); }, ErrorKind::kExists, "output appeared while writing");
+  test::expect_error([&] { out.commit(false); }, ErrorKind::kExists, "output appeared while writing");
   EXPECT_EQ(test::read_file((dir_ / "out.pt").string()), "theirs");
 }
 
@@ -77,7 +77,7 @@ TEST_F(AtomicFileTest, ReplacingKeepsTheTargetsPermissions) {
   std::ofstream(dir_ / "out.pt") << "old";
   fs::permissions(dir_ / "out.pt", fs::perms::owner_read | fs::perms::owner_write | fs::perms::group_read);
   AtomicFile out(dir_ / "out.pt", true);
-  out.commit();
+  out.commit(false);
   EXPECT_EQ(fs::status(dir_ / "out.pt").permissions() & fs::perms::all,
             fs::perms::owner_read | fs::perms::owner_write | fs::perms::group_read);
 }

@@ -1,0 +1,38 @@
+#include "io/mapped_window.h"
+
+#include <sys/mman.h>
+#include <unistd.h>
+
+#include <algorithm>
+#include <cerrno>
+#include <cstring>
+
+#include "ckptfix/error.h"
+
+namespace ckptfix {
+
+void for_each_mapped(int fd, uint64_t offset, uint64_t size, const std::string& what,
+                     const std::function<void(std::span<const std::byte>)>& visit) {
+  constexpr uint64_t kWindow = uint64_t{8} << 20;
+  static const uint64_t page = static_cast<uint64_t>(::sysconf(_SC_PAGESIZE));
+  for (uint64_t done = 0; done < size;) {
+    const uint64_t start = offset + done;
+    const uint64_t aligned = start / page * page;
+    const uint64_t length = std::min(kWindow, size - done);
+    const uint64_t mapped = start - aligned + length;
+    void* base = ::mmap(nullptr, mapped, PROT_READ, MAP_SHARED | MAP_POPULATE, fd, static_cast<off_t>(aligned));
+    if (base == MAP_FAILED) {
+      throw Error(ErrorKind::kIo, std::string("cannot map for reading: ") + std::strerror(errno)).at(what);
+    }
+    try {
+      visit({static_cast<const std::byte*>(base) + (start - aligned), static_cast<size_t>(length)});
+    } catch (...) {
+      ::munmap(base, mapped);
+      throw;
+    }
+    ::munmap(base, mapped);
+    done += length;
+  }
+}
+
+}  // namespace ckptfix

@@ -1,0 +1,20 @@
+// Reading a file range without copying it: windows of the range are mapped
+// (pre-faulted with MAP_POPULATE), handed to a callback, and unmapped again,
+// so hashing reads straight from the page cache while resident memory stays
+// at one window, whatever the range's size.
+#pragma once
+
+#include <cstddef>
+#include <cstdint>
+#include <functional>
+#include <span>
+#include <string>
+
+namespace ckptfix {
+
+/// Calls `visit` on consecutive views covering [offset, offset + size) of
+/// `fd`, each at most 8 MiB. Throws Error(kIo) naming `what` if mapping fails.
+void for_each_mapped(int fd, uint64_t offset, uint64_t size, const std::string& what,
+                     const std::function<void(std::span<const std::byte>)>& visit);
+
+}  // namespace ckptfix
