@@ -132,6 +132,36 @@ def prefault_memory():
     del blocks
 
 
+def generate_many(directory, count):
+    """`count` small DataParallel-style checkpoints (4 tensors, 1 MiB each file)."""
+    os.makedirs(directory, exist_ok=True)
+    script = (f"import collections, torch\n"
+              f"for i in range({count}):\n"
+              f"    torch.manual_seed(i)\n"
+              f"    sd = collections.OrderedDict(('module.l%d.weight' % j, torch.rand(256, 256)) for j in range(4))\n"
+              f"    torch.save(sd, {directory!r} + '/ckpt_%03d.pt' % i)\n")
+    subprocess.run([PYTHON, "-c", script], check=True)
+
+
+def run_batch(binary, workdir, count, runs):
+    """Wall time of one command converting `count` files, with --jobs 1 and --jobs 2."""
+    src = os.path.join(workdir, f"many-{count}")
+    if not os.path.isdir(src):
+        generate_many(src, count)
+    out = os.path.join(workdir, "many-out")
+    times = {1: [], 2: []}
+    for _ in range(runs + 1):
+        for jobs in (1, 2):
+            shutil.rmtree(out, ignore_errors=True)
+            os.sync()
+            wall, _ = timed([binary, "fix", "--strip-prefix", "-r", src, "--out-dir", out, "--jobs", str(jobs), "-q"])
+            times[jobs].append(wall)
+    one, two = statistics.median(times[1][1:]), statistics.median(times[2][1:])
+    speedups = [a / b for a, b in zip(times[1][1:], times[2][1:])]
+    print(f"| batch: {count} files of 1 MiB, fix --strip-prefix -r | {one:.3f} | {two:.3f} | "
+          f"{statistics.median(speedups):.2f}x |", flush=True)
+
+
 def main():
     parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     parser.add_argument("--ckptfix", default=os.path.join(REPO, "build", "ckptfix"))
@@ -141,6 +171,7 @@ def main():
     parser.add_argument("--runs", type=int, default=3)
     parser.add_argument("--workdir", default=None, help="where to generate files (default: a temp dir)")
     parser.add_argument("--no-prefault", action="store_true", help="skip touching free memory first (see prefault_memory)")
+    parser.add_argument("--batch", type=int, default=0, help="also time N small files with --jobs 1 and 2")
     args = parser.parse_args()
     if not args.no_prefault:
         prefault_memory()
@@ -164,6 +195,11 @@ def main():
                 print(f"| {job} | {size:g} GiB | {fmt(ck)} | {fmt(cp)} | {fmt(th)} | "
                       f"{fmt(ratios.get('cp'), '{:.2f}x')} | {fmt(ratios.get('torch'), '{:.1f}x')} | "
                       f"{ck_mem:.0f} | {fmt(th_mem, '{:.0f}')} |", flush=True)
+        if args.batch:
+            print()
+            print("| batch | --jobs 1 s | --jobs 2 s | speed-up |")
+            print("|---|---|---|---|")
+            run_batch(args.ckptfix, workdir, args.batch, args.runs)
     finally:
         if not args.workdir:
             shutil.rmtree(workdir, ignore_errors=True)

@@ -10,6 +10,11 @@
 #include "ckptfix/error.h"
 
 namespace ckptfix {
+namespace {
+
+constexpr uint64_t kReadWholeBelow = uint64_t{8} << 20;
+
+}  // namespace
 
 std::shared_ptr<const InputFile> InputFile::open(const std::filesystem::path& path) {
   std::shared_ptr<InputFile> file(new InputFile());
@@ -31,7 +36,14 @@ std::shared_ptr<const InputFile> InputFile::open(const std::filesystem::path& pa
     throw Error(ErrorKind::kNotCheckpoint, "not a regular file").in_file(file->name_);
   }
   file->size_ = static_cast<uint64_t>(st.st_size);
-  if (file->size_ > 0) {
+  if (file->size_ > 0 && file->size_ <= kReadWholeBelow) {
+    // Small files are read: mapping and unmapping costs page-table work and,
+    // in a process converting several files at once, TLB shootdowns that
+    // stall every thread.
+    file->memory_.resize(file->size_);
+    file->read_fd(0, std::span(reinterpret_cast<std::byte*>(file->memory_.data()), file->size_), "file");
+    file->base_ = reinterpret_cast<const std::byte*>(file->memory_.data());
+  } else if (file->size_ > 0) {
     void* base = ::mmap(nullptr, file->size_, PROT_READ, MAP_SHARED, file->fd_, 0);
     if (base == MAP_FAILED) {
       throw Error(ErrorKind::kIo, std::string("cannot map: ") + std::strerror(errno)).in_file(file->name_);
@@ -52,7 +64,7 @@ std::shared_ptr<const InputFile> InputFile::from_memory(std::string bytes, std::
 }
 
 InputFile::~InputFile() {
-  if (base_ != nullptr && fd_ >= 0) ::munmap(const_cast<std::byte*>(base_), size_);
+  if (base_ != nullptr && memory_.empty()) ::munmap(const_cast<std::byte*>(base_), size_);
   if (fd_ >= 0) ::close(fd_);
 }
 
@@ -70,10 +82,14 @@ void InputFile::read(uint64_t offset, std::span<std::byte> out, std::string_view
   if (offset > size_ || out.size() > size_ - offset) {
     view(offset, out.size(), what);  // throws the truncation error
   }
-  if (fd_ < 0) {  // in memory
+  if (!memory_.empty() || fd_ < 0) {  // in memory
     std::memcpy(out.data(), base_ + offset, out.size());
     return;
   }
+  read_fd(offset, out, what);
+}
+
+void InputFile::read_fd(uint64_t offset, std::span<std::byte> out, std::string_view what) const {
   size_t done = 0;
   while (done < out.size()) {
     ssize_t n = ::pread(fd_, out.data() + done, out.size() - done, static_cast<off_t>(offset + done));

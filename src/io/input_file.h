@@ -4,7 +4,8 @@
 // Why both: the mapping makes random access to headers and pickles simple
 // and costs nothing until a page is touched; streaming gigabytes of tensor
 // data through the mapping would leave every touched page resident in this
-// process, so bulk data goes through pread into a small reused buffer.
+// process, so bulk data goes through pread into a small reused buffer (or
+// the kernel copies it). Files of up to 8 MiB are simply read into memory.
 #pragma once
 
 #include <cstddef>
@@ -51,13 +52,14 @@ class InputFile {
 
  private:
   InputFile() = default;
+  void read_fd(uint64_t offset, std::span<std::byte> out, std::string_view what) const;
 
   std::filesystem::path path_;
   std::string name_;
   int fd_ = -1;
   uint64_t size_ = 0;
   const std::byte* base_ = nullptr;
-  std::string memory_;  // owns the bytes of an in-memory file
+  std::string memory_;  // owns the bytes of an in-memory or small file
 };
 
 }  // namespace ckptfix

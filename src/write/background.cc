@@ -2,15 +2,13 @@
 
 namespace ckptfix {
 
-Background::Background() : thread_([this] { loop(); }) {}
-
 Background::~Background() {
   {
     std::lock_guard<std::mutex> lock(mutex_);
     stopping_ = true;
   }
   ready_.notify_one();
-  thread_.join();  // finishes what was queued: every future gets its value
+  if (thread_.joinable()) thread_.join();  // finishes what was queued: every future gets its value
 }
 
 void Background::loop() {

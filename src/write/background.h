@@ -13,7 +13,8 @@ namespace ckptfix {
 
 class Background {
  public:
-  Background();
+  /// The thread starts with the first task (many small files never need it).
+  Background() = default;
   ~Background();
   Background(const Background&) = delete;
   Background& operator=(const Background&) = delete;
@@ -27,6 +28,7 @@ class Background {
     {
       std::lock_guard<std::mutex> lock(mutex_);
       queue_.emplace_back([packaged] { (*packaged)(); });
+      if (!thread_.joinable()) thread_ = std::thread([this] { loop(); });
     }
     ready_.notify_one();
     return result;

@@ -108,7 +108,7 @@ SaveResult write_checkpoint(const Checkpoint& checkpoint, ByteSink& sink, const 
     written.record = root + "data/" + written.key;
     written.nbytes = storages[index].output_nbytes();
     writer.write(storages[index], written);
-    expected.push_back({written.hash, written.has_hash, readback != nullptr});
+    expected.push_back({written.hash, written.has_hash, writer.reads_back(written)});
     result.storages.push_back(std::move(written));
   }
   add_small(root + "version", "3\n");

@@ -62,7 +62,13 @@ void StorageWriter::write(const Storage& s, WrittenStorage& written) {
   } else {
     stream(s, written);
   }
-  if (readback_ != nullptr) read_back(s, written, crc_from_input);
+  // Large records are read back on the worker while the next is written;
+  // small ones are left to the final verification pass, which reads them anyway.
+  if (readback_ != nullptr && written.nbytes >= kMinFastPath) read_back(s, written, crc_from_input);
+}
+
+bool StorageWriter::reads_back(const WrittenStorage& written) const {
+  return readback_ != nullptr && written.nbytes >= kMinFastPath;
 }
 
 bool StorageWriter::copy_in_kernel(const Storage& s, WrittenStorage& written) {

@@ -38,6 +38,8 @@ class StorageWriter {
 
   /// Waits for every read-back check; throws the first failure.
   void finish();
+  /// Whether `written`'s bytes are read back while writing (large records).
+  bool reads_back(const WrittenStorage& written) const;
 
  private:
   bool copy_in_kernel(const Storage& s, WrittenStorage& written);
