@@ -116,21 +116,28 @@ void StorageWriter::convert_pipelined(const Storage& s, WrittenStorage& written)
     for_each_mapped(input_.fd(), s.source.offset, s.nbytes, s.source.record, [&](std::span<const std::byte> view) {
       for (size_t at = 0; at < view.size(); at += slice) {
         const auto in = view.subspan(at, std::min(slice, view.size() - at));
-        in_crc = crc32_update(in_crc, in);
         std::vector<std::byte>& out = buffers[next];
         if (pending[next].valid()) pending[next].get();  // the worker is done with this buffer
         const size_t count = in.size() / in_size;
-        if (from != to) {
-          if (s.big_endian) {  // swap a copy, then convert it in place into the output
-            std::vector<std::byte> swapped(in.begin(), in.end());
-            byteswap_in_place(swapped, swap_unit(from));
-            stats += convert_elements(from, to, swapped.data(), out.data(), count, {element, total_elements});
+        // CRC and convert piece by piece, so the conversion reads the input
+        // from cache rather than from memory a second time.
+        for (size_t p = 0; p < in.size(); p += kPiece) {
+          const auto piece = in.subspan(p, std::min(kPiece, in.size() - p));
+          const size_t n = piece.size() / in_size, first = p / in_size;
+          std::byte* dst = out.data() + first * out_size;
+          in_crc = crc32_update(in_crc, piece);
+          if (from != to) {
+            if (s.big_endian) {  // swap a copy, then convert it into the output
+              std::vector<std::byte> swapped(piece.begin(), piece.end());
+              byteswap_in_place(swapped, swap_unit(from));
+              stats += convert_elements(from, to, swapped.data(), dst, n, {element + first, total_elements});
+            } else {
+              stats += convert_elements(from, to, piece.data(), dst, n, {element + first, total_elements});
+            }
           } else {
-            stats += convert_elements(from, to, in.data(), out.data(), count, {element, total_elements});
+            std::memcpy(dst, piece.data(), piece.size());
+            if (s.big_endian) byteswap_in_place(std::span(dst, piece.size()), swap_unit(from));
           }
-        } else {
-          std::memcpy(out.data(), in.data(), in.size());
-          if (s.big_endian) byteswap_in_place(std::span(out).first(in.size()), swap_unit(from));
         }
         const size_t bytes = count * out_size;
         pending[next] = worker_.run([this, &out, bytes, &out_crc, hash] {
