@@ -2,9 +2,9 @@
 //
 // Bytes go to a temporary file in the target's directory, named
 // ".<target name>.ckptfix-<pid>-<n>.tmp" so a leftover from a killed run is
-// recognisable. commit() flushes, fsyncs, renames it over the target (or,
-// without overwrite, fails if the target appeared meanwhile) and fsyncs the
-// directory. Destroying an AtomicFile that was not committed removes the
+// recognisable. commit() flushes, renames it over the target (or, without
+// overwrite, fails if the target appeared meanwhile) and, when asked, fsyncs
+// the file before and the directory after. Destroying an AtomicFile that was not committed removes the
 // temporary file, so failures leave nothing behind and never touch the target.
 #pragma once
 

@@ -366,6 +366,29 @@ class CastKernels(PassTest):
                 cast_like_torch(expected, dtype)
                 self.judge(expected, None, out, ignore_locations=True)
 
+    def test_unaligned_legacy_storages_match_torch(self):
+        """Legacy files put storages at any byte offset: the fast conversion
+        path must read them unaligned (here at an offset that is not a
+        multiple of 4) and still match torch bit for bit."""
+        patterns = self.patterns()
+        first = patterns["f32"][: (1 << 19) + 7].clone()  # 2 MiB + 28 bytes: the pipelined path, with a tail
+        for pad in range(8):
+            sd = collections.OrderedDict([("w" * (pad + 1), first), ("f64", patterns["f64"])])
+            src = self.out("legacy-patterns.pt")
+            torch.save(sd, src, _use_new_zipfile_serialization=False)
+            with open(src, "rb") as f:
+                offset = f.read().find(first.numpy().tobytes()[:64])
+            if offset % 4 != 0:
+                break
+        self.assertNotEqual(offset % 4, 0, "could not place the storage unaligned")
+        for flag, dtype in DTYPES.items():
+            with self.subTest(dtype=flag):
+                out = self.out(f"legacy-patterns-{flag}.pt")
+                support.run("cast", "--dtype", flag, src, "-o", out, check=0)
+                expected = torch.load(src)
+                cast_like_torch(expected, dtype)
+                self.judge(expected, None, out, ignore_locations=True)
+
 
 class Fix(PassTest):
     def test_all_passes_in_one_write(self):
