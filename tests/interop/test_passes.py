@@ -355,16 +355,19 @@ class CastKernels(PassTest):
             ("f64", torch.from_numpy(f64.view(np.int64)).view(torch.float64)),
         ])
 
-    def test_matches_torch_bit_for_bit(self):
-        src = self.out("patterns.pt")
-        torch.save(self.patterns(), src)
+    def assert_casts_match_torch(self, src):
         for flag, dtype in DTYPES.items():
             with self.subTest(dtype=flag):
-                out = self.out(f"patterns-{flag}.pt")
+                out = self.out(f"{os.path.basename(src)}-{flag}.pt")
                 support.run("cast", "--dtype", flag, src, "-o", out, check=0)
                 expected = torch.load(src)
                 cast_like_torch(expected, dtype)
                 self.judge(expected, None, out, ignore_locations=True)
+
+    def test_matches_torch_bit_for_bit(self):
+        src = self.out("patterns.pt")
+        torch.save(self.patterns(), src)
+        self.assert_casts_match_torch(src)
 
     def test_unaligned_legacy_storages_match_torch(self):
         """Legacy files put storages at any byte offset: the fast conversion
@@ -381,13 +384,7 @@ class CastKernels(PassTest):
             if offset % 4 != 0:
                 break
         self.assertNotEqual(offset % 4, 0, "could not place the storage unaligned")
-        for flag, dtype in DTYPES.items():
-            with self.subTest(dtype=flag):
-                out = self.out(f"legacy-patterns-{flag}.pt")
-                support.run("cast", "--dtype", flag, src, "-o", out, check=0)
-                expected = torch.load(src)
-                cast_like_torch(expected, dtype)
-                self.judge(expected, None, out, ignore_locations=True)
+        self.assert_casts_match_torch(src)
 
 
 class Fix(PassTest):
