@@ -12,8 +12,14 @@ namespace ckptfix::cli {
 namespace {
 
 std::string bar(uint64_t done, uint64_t total, int width) {
-  const int filled = total == 0 ? width : static_cast<int>(static_cast<double>(done) / static_cast<double>(total) * width);
-  return "[" + std::string(static_cast<size_t>(filled), '#') + std::string(static_cast<size_t>(width - filled), '.') + "]";
+  const int filled = total == 0 || done >= total
+                         ? width
+                         : static_cast<int>(static_cast<double>(done) / static_cast<double>(total) * width);
+  // Appended piece by piece: `"[" + std::string(...)` trips GCC 12's false -Wrestrict (PR 105651).
+  std::string s = "[";
+  s.append(static_cast<size_t>(filled), '#');
+  s.append(static_cast<size_t>(width - filled), '.');
+  return s + "]";
 }
 
 }  // namespace

@@ -50,6 +50,7 @@ nlohmann::json verification_json(const SaveResult& saved) {
   return {{"status", "ok"},
           {"records", v.records},
           {"records_crc_checked", v.records_crc_checked},
+          {"records_copied", v.records_copied},
           {"storages", v.storages},
           {"tensors", v.tensors},
           {"bytes", v.bytes},

@@ -95,8 +95,12 @@ void require_gpu_if_asked(GpuMode mode) {
 std::string VerifyReport::summary() const {
   std::string s;
   if (written) {
-    s = "read back " + std::to_string(records) + " records (CRC-32 and XXH3 as written), " + std::to_string(tensors) +
-        " tensors as intended";
+    s = "read back " + std::to_string(records) + " records (";
+    if (records_copied > 0) {
+      s += std::to_string(records_copied) + " copied unchanged: CRC-32 as the input records; " +
+           std::to_string(records - records_copied) + " others: ";
+    }
+    s += "CRC-32 and XXH3 as written), " + std::to_string(tensors) + " tensors as intended";
   } else {
     if (zip) {
       s = std::to_string(records) + " records (CRC-32 ok";
@@ -168,6 +172,7 @@ VerifyReport verify_written(const std::filesystem::path& path, const Checkpoint&
       }
       ++report.records;
       ++report.records_crc_checked;
+      if (!r.has_hash) ++report.records_copied;
       report.bytes += e.size;
       if (is_storage) ++report.storages;
     }

@@ -104,8 +104,42 @@ class Verify(unittest.TestCase):
         proc = support.run("verify", path, check=1)
         self.assertIn("dataparallel/data/0: CRC-32 mismatch", proc.stderr)
 
+    def large_checkpoint(self):
+        """Storages of 2 MiB, which take the fast paths: kernel copy (checked
+        by the input's recorded CRC-32 on read-back) and pipelined casts."""
+        path = os.path.join(self.tmp, "large.pt")
+        torch.manual_seed(0)
+        torch.save({"module.a": torch.rand(1 << 19), "module.b": torch.rand(1 << 19)}, path)
+        return path
+
+    def test_damaged_large_inputs_are_refused_on_every_path(self):
+        path = self.large_checkpoint()
+        offset, _ = record_offset(path, "large/data/1")
+        flip_byte(path, offset + 12345)
+        for args in (["convert"], ["strip-prefix"], ["cast", "--dtype", "bf16"], ["cast", "--dtype", "fp64"]):
+            with self.subTest(command=args):
+                out = os.path.join(self.tmp, "out.pt")
+                proc = support.run(*args, path, "-o", out, check=1)
+                self.assertRegex(proc.stderr, r"^ckptfix: error: '.*large\.pt': large/data/1: the input record is "
+                                              r"damaged: its bytes have CRC-32 0x[0-9a-f]{8} but the archive records "
+                                              r"0x[0-9a-f]{8}\n$")
+                self.assertEqual(sorted(os.listdir(self.tmp)), ["large.pt"])
+
+    def test_large_writes_say_how_each_record_was_checked(self):
+        path = self.large_checkpoint()
+        out = os.path.join(self.tmp, "out.pt")
+        proc = support.run("strip-prefix", path, "-o", out, "--json", check=0)
+        v = json.loads(proc.stdout)["inputs"][0]["verification"]
+        self.assertEqual((v["records"], v["records_copied"]), (5, 2))
+        self.assertIn("verified: read back 5 records (2 copied unchanged: CRC-32 as the input records; "
+                      "3 others: CRC-32 and XXH3 as written)", proc.stderr)
+        self.assertEqual(list(torch.load(out)), ["a", "b"])
+        proc = support.run("cast", "--dtype", "bf16", path, "-o", out, "--force", "--json", check=0)
+        self.assertEqual(json.loads(proc.stdout)["inputs"][0]["verification"]["records_copied"], 0)
+        self.assertIn("verified: read back 5 records (CRC-32 and XXH3 as written)", proc.stderr)
+
     def test_damaged_inputs_are_refused_by_writers_too(self):
-        # torch itself never checks CRCs; ckptfix refuses to re-save bit rot.
+        # torch 1.13 does not check CRCs on load; ckptfix refuses to re-save bit rot.
         path = self.copy("plain_state_dict.pt")
         offset, size = record_offset(path, "plain_state_dict/data/7")
         flip_byte(path, offset + 1)
