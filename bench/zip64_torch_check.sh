@@ -5,7 +5,7 @@
 # ckptfix converts it (peak memory printed), and torch loads the output and
 # compares it with the original.
 set -eu
-CKPTFIX="${CKPTFIX:-$(dirname "$0")/../build/ckptfix}"
+CKPTFIX="${CKPTFIX:-$(cd "$(dirname "$0")/.." && pwd)/build/ckptfix}"
 DIR="$(mktemp -d)"
 trap 'rm -rf "$DIR"' EXIT
 cd "$DIR"

@@ -3,6 +3,7 @@
 // (protocol 2 spells bytes as _codecs.encode(<latin-1 str>, 'latin1')).
 #pragma once
 
+#include <cstdint>
 #include <string>
 #include <string_view>
 
