@@ -60,12 +60,22 @@ provision_one() {
   $SUDO mkdir -p "$ROOTS"
   $SUDO rm -rf "$dir.new"
   # sid's Release file may be past its Valid-Until between mirror pushes.
-  $SUDO mmdebstrap --quiet --variant=apt --aptopt='Acquire::Check-Valid-Until "false"' \
-    --include="$pkgs" "$name" "$dir.new" "$MIRROR"
-  echo "$pkgs" | $SUDO tee "$dir.new/.ckptfix-packages" >/dev/null
+  # One retry: a mirror push in the middle of a download fails it once.
+  for attempt in 1 2; do
+    if $SUDO mmdebstrap --quiet --variant=apt --aptopt='Acquire::Check-Valid-Until "false"' \
+        --include="$pkgs" "$name" "$dir.new" "$MIRROR"; then
+      break
+    fi
+    $SUDO rm -rf "$dir.new"
+    [ "$attempt" = 1 ] || { echo "judges: could not make the $name root" >&2; exit 1; }
+    echo "judges: mmdebstrap failed; trying once more" >&2
+  done
   $SUDO rm -rf "$dir"
   $SUDO mv "$dir.new" "$dir"
-  echo "judges: $name ready: $(run_in "$name" /usr/bin/python3 -c 'import torch; print("torch", torch.__version__)')"
+  run_in "$name" /usr/bin/python3 -c 'import torch; print(torch.__version__)' | $SUDO tee "$dir/.ckptfix-torch-version" >/dev/null
+  # Written last: a root without it is incomplete and is made again.
+  echo "$pkgs" | $SUDO tee "$dir/.ckptfix-packages" >/dev/null
+  echo "judges: $name ready: torch $(cat "$dir/.ckptfix-torch-version")"
 }
 
 # run_in NAME CMD...: CMD inside the root, cwd = the caller's cwd.

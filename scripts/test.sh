@@ -1,20 +1,36 @@
 #!/bin/sh
-# Sets everything up and runs every test: the unit tests and the interop
-# tests judged by real torch (ctest), then the unit and interop tests again
-# on a build with AddressSanitizer and UndefinedBehaviorSanitizer.
+# Sets everything up and runs every test:
+#   1. the release build's unit tests, and its python tests under every torch
+#      judge: bookworm's torch 1.13, trixie's 2.6 and sid's newest 2.x
+#      (scripts/judges.sh makes the trixie and sid roots the first time);
+#   2. the unit and python tests again on a build with AddressSanitizer and
+#      UndefinedBehaviorSanitizer (judged by the local torch);
+#   3. the whole suite built and run inside the sid root: g++ 16, CMake 4,
+#      LibTorch 2.x, judged by that root's torch.
+# Every judge is required here (CKPTFIX_REQUIRE_JUDGES=1): a missing one fails.
 set -eu
 cd "$(dirname "$0")/.."
 ./scripts/setup.sh
+./scripts/judges.sh provision
+export CKPTFIX_REQUIRE_JUDGES=1
+./scripts/judges.sh list
 
-echo "== tests (release build)"
+echo "== tests (release build; judges: torch 1.13, 2.6, newest 2.x)"
 ctest --test-dir build --output-on-failure -j "$(nproc)"
 
 echo "== tests (AddressSanitizer + UndefinedBehaviorSanitizer build)"
 # LibTorch itself is not built with the sanitizers, so its bridge is tested in
-# the release build only.
-cmake -S . -B build-asan -G Ninja -DCMAKE_BUILD_TYPE=RelWithDebInfo \
+# the release builds only.
+cmake -S . -B build-asan -G Ninja -DCMAKE_BUILD_TYPE=RelWithDebInfo -DCKPTFIX_JUDGES=local \
   -DCKPTFIX_SANITIZE=address,undefined -DCKPTFIX_BUILD_BENCH=OFF -DCKPTFIX_WITH_TORCH=OFF
 cmake --build build-asan
 ASAN_OPTIONS=detect_leaks=1 UBSAN_OPTIONS=print_stacktrace=1 \
   ctest --test-dir build-asan --output-on-failure -j "$(nproc)"
+
+echo "== tests (inside the sid root: newest g++, CMake, LibTorch and torch)"
+./scripts/judges.sh run sid sh -euc '
+  g++ --version | head -n 1; cmake --version | head -n 1
+  cmake -S . -B build-sid -G Ninja -DCMAKE_BUILD_TYPE=Release -DCKPTFIX_JUDGES=local
+  cmake --build build-sid
+  ctest --test-dir build-sid --output-on-failure -j "$(nproc)"'
 echo "== all tests passed"

@@ -77,7 +77,10 @@ class BatchTest(unittest.TestCase):
             self.assertEqual(item["verification"]["status"], "ok")
             self.assertIn(item["verification"]["gpu"]["status"], ("ok", "skipped"))
             self.assertIn("seconds", item)
-            torch.load(item["output"])  # plain torch.load, no map_location
+            # No map_location: the retagged storages load on this CPU-only
+            # machine. The inputs hold argparse.Namespace and numpy values,
+            # which torch >= 2.6 refuses by default: these are our own trusted fixtures.
+            torch.load(item["output"], weights_only=False)
         self.assertEqual(by_path["gpu/train.bin"]["changes"]["auto_stripped"], ["state_dict: module.", "ema: module."])
         self.assertEqual(doc["summary"]["ok"], 4)
         self.assertEqual(doc["summary"]["unchanged"], 1)
@@ -181,7 +184,10 @@ class BatchTest(unittest.TestCase):
 class Progress(unittest.TestCase):
     def run_in_pty(self, args, env):
         """Runs ckptfix with stderr (and stdout) on a pseudo-terminal; returns everything it wrote."""
-        pid, fd = pty.fork()
+        try:
+            pid, fd = pty.fork()
+        except OSError as e:  # no /dev/ptmx or /dev/pts here
+            self.skipTest(f"no pseudo-terminal on this machine ({e}); progress output is not tested")
         if pid == 0:
             os.execve(support.CKPTFIX, [support.CKPTFIX, *args], env)
         output = b""

@@ -246,8 +246,12 @@ class VerifiedWrites(unittest.TestCase):
         tmpfs (as root), else the same write failure through RLIMIT_FSIZE."""
         full = os.path.join(self.tmp, "full")
         os.mkdir(full)
-        mounted = subprocess.run(["mount", "-t", "tmpfs", "-o", "size=8k", "tmpfs", full],
-                                 capture_output=True).returncode == 0
+        try:
+            mounted = subprocess.run(["mount", "-t", "tmpfs", "-o", "size=8k", "tmpfs", full],
+                                     capture_output=True).returncode == 0
+        except FileNotFoundError:  # no mount(8) here (a minimal root): use the rlimit
+            print("note: no mount command; the full file system is simulated with RLIMIT_FSIZE", file=sys.stderr)
+            mounted = False
         try:
             out = os.path.join(full, "out.pt")
             if mounted:

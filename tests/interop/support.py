@@ -23,10 +23,43 @@ def parse_args():
     return [sys.argv[0]] + rest
 
 
-def manifest(kind=None):
-    with open(os.path.join(FIXTURES, "manifest.json")) as f:
-        entries = json.load(f)
-    return [e for e in entries if kind is None or e["kind"] == kind]
+# Fixture sets: (folder under fixtures/, the torch version that wrote it).
+# fixtures/ itself holds torch 1.13's set; fixtures/torch2.6/ and
+# fixtures/torch2.14/ the sets written by those versions (make_all.sh).
+FIXTURE_SETS = [("", (1, 13)), ("torch2.6", (2, 6)), ("torch2.14", (2, 14))]
+
+
+def torch_version():
+    """The judge's torch version as a tuple, e.g. (2, 14)."""
+    import torch
+    return tuple(int(p) for p in torch.__version__.split("+")[0].split(".")[:2])
+
+
+def manifest(kind=None, sets=None):
+    """Fixtures of every set this judge's torch can read (written by the same
+    or an older torch), or of `sets` (folder names). Each entry's "file" is
+    relative to fixtures/ ("torch2.14/training.pt"); "set" names its folder
+    ("" for torch 1.13's) and "written_by" the torch version."""
+    entries = []
+    for folder, version in FIXTURE_SETS:
+        if sets is not None and folder not in sets:
+            continue
+        if sets is None and version > torch_version():
+            continue
+        path = os.path.join(FIXTURES, folder, "manifest.json")
+        if not os.path.exists(path):
+            continue
+        with open(path) as f:
+            for e in json.load(f):
+                if kind is None or e["kind"] == kind:
+                    entries.append(dict(e, file=os.path.join(folder, e["file"]) if folder else e["file"],
+                                        set=folder, written_by=version))
+    return entries
+
+
+def flat_name(fixture_file):
+    """A file name for an output made from a fixture: 'torch2.14/x.pt' -> 'torch2.14__x.pt'."""
+    return fixture_file.replace("/", "__")
 
 
 def fixture(name):

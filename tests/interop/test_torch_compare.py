@@ -8,6 +8,7 @@ All checkpoints are written with real torch.save into a temporary directory.
 import argparse
 import collections
 import contextlib
+import io
 import os
 import struct
 import subprocess
@@ -46,6 +47,17 @@ def state_dict():
     model = torch.nn.Sequential(torch.nn.Linear(3, 2), torch.nn.BatchNorm1d(2))
     return model.state_dict()
 
+
+
+def torch_keeps_empty_storages_shared():
+    """torch 1.13 restores two empty tensors saved from one storage as
+    sharing it; torch 2.6 and later load each with its own empty storage."""
+    e = torch.empty(0)
+    buf = io.BytesIO()
+    torch.save({'a': e, 'b': e[:]}, buf)
+    buf.seek(0)
+    loaded = torch.load(buf)
+    return tc.storage_id(loaded['a']) == tc.storage_id(loaded['b'])
 
 class TorchCompareTest(unittest.TestCase):
 
@@ -270,8 +282,15 @@ class TorchCompareTest(unittest.TestCase):
 
     def test_shared_empty_storage(self):
         e = torch.empty(0)
-        self.assert_detects({'a': e, 'b': torch.empty(0)}, {'a': e, 'b': e[:]},
-                            'storage sharing differs')
+        if torch_keeps_empty_storages_shared():
+            self.assert_detects({'a': e, 'b': torch.empty(0)}, {'a': e, 'b': e[:]},
+                                'storage sharing differs')
+        else:
+            # torch 2.x writes one record for both but loads a zero-byte
+            # storage once per tensor, so no judge can see this sharing.
+            print(f'note: torch {torch.__version__} does not keep zero-byte storages shared on load; '
+                  'sharing of empty tensors is not judged', file=sys.stderr)
+            self.assertEqual(self.diffs({'a': e, 'b': torch.empty(0)}, {'a': e, 'b': e[:]}), [])
 
     def test_object_aliasing(self):
         w = torch.ones(2)
