@@ -49,8 +49,11 @@ enum class DType : uint8_t {
 std::string_view dtype_name(DType dtype);
 /// Bytes per element (1 for the packed sub-byte quantized types).
 uint32_t element_size(DType dtype);
-/// float16, bfloat16, float32, float64: the types `cast` converts.
+/// float16, bfloat16, float32, float64 (what LibTorch loading casts).
 bool is_castable_float(DType dtype);
+/// The types `cast` converts between: the four above, float8_e4m3fn and
+/// float8_e5m2.
+bool is_cast_type(DType dtype);
 /// Any floating type, including float8 variants.
 bool is_floating(DType dtype);
 /// Size of the unit to byte-swap for big-endian data (half an element for complex).
@@ -64,7 +67,8 @@ std::optional<DType> dtype_from_storage_class(std::string_view name);
 /// The dtype of a torch global attribute name such as "float16" or "half".
 std::optional<DType> dtype_from_torch_attribute(std::string_view name);
 /// Parses a user-facing dtype: fp16|float16|half, bf16|bfloat16, fp32|float32|float,
-/// fp64|float64|double (and any other torch dtype name).
+/// fp64|float64|double, fp8_e4m3|fp8_e4m3fn|float8_e4m3fn, fp8_e5m2|float8_e5m2
+/// (and any other torch dtype name).
 std::optional<DType> parse_dtype(std::string_view text);
 
 }  // namespace ckptfix

@@ -2,13 +2,14 @@
 // chosen at run time. Both produce exactly the scalar reference's bits:
 //  * bfloat16: the same integer rounding (u + 0x7FFF + ((u >> 16) & 1)) >> 16
 //    on 8 lanes, NaN lanes replaced by 0xFFFF (ATen's vectorized rule);
-//  * float16: F16C's VCVTPS2PH with round-to-nearest-even is IEEE's
-//    conversion, which is what c10's fp16_ieee_from_fp32_value computes for
-//    every non-NaN input; NaN lanes are replaced by 0x7E00 with their sign
-//    (c10's rule; F16C would keep part of the payload).
+//  * float16: F16C's VCVTPS2PH with round-to-nearest-even, which is what
+//    torch 2.14's AVX2/AVX512 kernels use too: IEEE's conversion, and a NaN
+//    keeps its sign and the top 9 bits of its payload, quieted. The scalar
+//    reference computes the same bits without F16C.
 // The statistics (finite -> inf, non-zero -> zero) are counted from masks.
 #include "convert/convert_kernels.h"
 
+#include <cpuid.h>
 #include <immintrin.h>
 
 #include <cmath>
@@ -98,16 +99,12 @@ __attribute__((target("avx2,f16c"))) ConvertStats f32_to_f16_avx2(const std::byt
   const __m256i abs_mask = _mm256_set1_epi32(0x7FFFFFFF);
   const __m256i inf16 = _mm256_set1_epi32(0x7C00);
   const __m256i abs16 = _mm256_set1_epi32(0x7FFF);
-  const __m256i nan16 = _mm256_set1_epi32(0x7E00);
   size_t i = 0;
   for (; i + 8 <= count; i += 8) {
     const __m256 f = _mm256_loadu_ps(reinterpret_cast<const float*>(src + 4 * i));
     const __m256i u = _mm256_castps_si256(f);
-    __m256i h = _mm256_cvtepu16_epi32(_mm256_cvtps_ph(f, _MM_FROUND_TO_NEAREST_INT | _MM_FROUND_NO_EXC));
+    const __m256i h = _mm256_cvtepu16_epi32(_mm256_cvtps_ph(f, _MM_FROUND_TO_NEAREST_INT | _MM_FROUND_NO_EXC));
     const __m256i in_abs = _mm256_and_si256(u, abs_mask);
-    const __m256i nan = _mm256_cmpgt_epi32(in_abs, _mm256_set1_epi32(0x7F800000));
-    const __m256i nan_value = _mm256_or_si256(nan16, _mm256_and_si256(_mm256_srli_epi32(u, 16), _mm256_set1_epi32(0x8000)));
-    h = _mm256_blendv_epi8(h, nan_value, nan);
     tally8(stats, in_abs, _mm256_and_si256(h, abs16), inf16);
     _mm_storeu_si128(reinterpret_cast<__m128i*>(dst + 2 * i), pack_low16(h));
   }
@@ -120,8 +117,13 @@ bool have_avx2() {
   return yes;
 }
 
+// F16C from CPUID leaf 1 (ECX bit 29): clang 14's __builtin_cpu_supports
+// does not know "f16c". AVX2 being usable implies the OS saves YMM state.
 bool have_avx2_f16c() {
-  static const bool yes = __builtin_cpu_supports("avx2") && __builtin_cpu_supports("f16c");
+  static const bool yes = [] {
+    unsigned eax = 0, ebx = 0, ecx = 0, edx = 0;
+    return __builtin_cpu_supports("avx2") && __get_cpuid(1, &eax, &ebx, &ecx, &edx) != 0 && (ecx & bit_F16C) != 0;
+  }();
   return yes;
 }
 

@@ -65,6 +65,10 @@ bool is_castable_float(DType d) {
   return d == DType::kFloat16 || d == DType::kBFloat16 || d == DType::kFloat32 || d == DType::kFloat64;
 }
 
+bool is_cast_type(DType d) {
+  return is_castable_float(d) || d == DType::kFloat8E4M3Fn || d == DType::kFloat8E5M2;
+}
+
 bool is_floating(DType d) {
   switch (d) {
     case DType::kFloat8E4M3Fn:
@@ -112,6 +116,9 @@ std::optional<DType> parse_dtype(std::string_view text) {
   if (text == "bf16") return DType::kBFloat16;
   if (text == "fp32") return DType::kFloat32;
   if (text == "fp64") return DType::kFloat64;
+  // No bare "fp8": which of the two formats is meant would be a guess.
+  if (text == "fp8_e4m3" || text == "fp8_e4m3fn") return DType::kFloat8E4M3Fn;
+  if (text == "fp8_e5m2") return DType::kFloat8E5M2;
   return dtype_from_torch_attribute(text);
 }
 
