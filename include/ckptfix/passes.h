@@ -82,6 +82,8 @@ struct PassReport {
   uint64_t tensors_kept = 0;        ///< matched a --keep glob
   uint64_t cast_bytes_before = 0;   ///< of the storages that were cast
   uint64_t cast_bytes_after = 0;
+  /// The type storages were cast to (set when a cast was planned).
+  std::optional<DType> cast_to;
   /// Things the user should know (e.g. a shared storage that could not be cast).
   std::vector<std::string> warnings;
   /// Dicts the passes were applied to.

@@ -20,13 +20,16 @@ namespace {
 
 Error usage(const std::string& message) { return Error(ErrorKind::kInvalidArgument, message); }
 
-std::string dtype_choices() { return "fp16|float16|half, bf16|bfloat16, fp32|float32|float, fp64|float64|double"; }
+std::string dtype_choices() {
+  return "fp16|float16|half, bf16|bfloat16, fp32|float32|float, fp64|float64|double, "
+         "fp8_e4m3|fp8_e4m3fn|float8_e4m3fn, fp8_e5m2|float8_e5m2";
+}
 
 }  // namespace
 
 DType parse_user_dtype(const std::string& text, const std::string& flag) {
   const std::optional<DType> d = parse_dtype(text);
-  if (!d || !is_castable_float(*d)) {
+  if (!d || !is_cast_type(*d)) {
     throw usage(flag + " '" + text + "': unknown or unsupported dtype; expected " + dtype_choices());
   }
   return *d;
@@ -83,7 +86,10 @@ std::vector<std::string> describe(const PassReport& report, const SaveResult* sa
         overflowed += w.overflowed;
         flushed += w.flushed;
       }
-      s << "; " << overflowed << " values overflowed to inf, " << flushed << " became 0";
+      // float8_e4m3fn has no infinity: torch 2.14 saturates to ±448 instead.
+      const bool saturates = report.cast_to == DType::kFloat8E4M3Fn;
+      s << "; " << overflowed << (saturates ? " values saturated to ±448, " : " values overflowed to inf, ") << flushed
+        << " became 0";
     }
     lines.push_back(s.str());
   }
@@ -120,7 +126,8 @@ nlohmann::json changes_json(const PassReport& report, const SaveResult* saved) {
           {"tensors_kept", report.tensors_kept},
           {"cast_bytes_before", report.cast_bytes_before},
           {"cast_bytes_after", report.cast_bytes_after},
-          {"overflowed_to_inf", overflowed},
+          {"overflowed_to_inf", report.cast_to == DType::kFloat8E4M3Fn ? uint64_t{0} : overflowed},
+          {"saturated_to_max", report.cast_to == DType::kFloat8E4M3Fn ? overflowed : uint64_t{0}},
           {"flushed_to_zero", flushed}};
 }
 

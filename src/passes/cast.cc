@@ -4,6 +4,14 @@
 // selected for the cast; otherwise converting it would change a tensor the
 // user did not ask to change (a --keep match, an optimizer buffer, another
 // dtype's view), so the storage keeps its type and a warning names the keys.
+//
+// float8 types have no typed storage class. torch >= 2.1 saves their
+// tensors as _rebuild_tensor_v3(storage, offset, size, stride,
+// requires_grad, backward_hooks, dtype[, metadata]) over a
+// torch.UntypedStorage, and so does a cast to float8: the tensors' rebuild
+// calls gain the dtype argument and the storage is written untyped. Tensors
+// already rebuilt by _rebuild_tensor_v3 (a float8 source) keep that form
+// with the new dtype.
 #include <algorithm>
 #include <unordered_map>
 #include <unordered_set>
@@ -11,6 +19,40 @@
 #include "passes/passes_internal.h"
 
 namespace ckptfix {
+namespace {
+
+// Rebuilds `t` with _rebuild_tensor_v3 and `dtype`. Values the pickle may
+// share (memo) with other tensors, such as the args tuple's items or the
+// callable, are replaced, never mutated.
+void rebuild_with_dtype(Checkpoint& checkpoint, Tensor& t, Value* v3, Value* dtype) {
+  ValueGraph& graph = checkpoint.graph();
+  const std::vector<Value*>& a = t.rebuild->args->items;
+  std::vector<Value*> args;
+  if (t.dtype_arg != nullptr) {  // already v3: swap the dtype
+    args = a;
+    for (Value*& arg : args) {
+      if (arg == t.dtype_arg) arg = dtype;
+    }
+  } else if (t.rebuild->callable->name == "_rebuild_tensor_v2") {
+    // (storage, offset, size, stride, requires_grad, hooks[, metadata]): dtype goes before metadata.
+    args.assign(a.begin(), a.begin() + 6);
+    args.push_back(dtype);
+    args.insert(args.end(), a.begin() + 6, a.end());
+  } else {  // _rebuild_tensor(storage, offset, size, stride), torch < 0.4
+    args.assign(a.begin(), a.begin() + 4);
+    Value* hooks = graph.make(ValueKind::kObject);
+    hooks->callable = graph.make_global("collections", "OrderedDict");
+    hooks->args = graph.make_tuple({});
+    args.push_back(graph.make_bool(t.requires_grad));
+    args.push_back(hooks);
+    args.push_back(dtype);
+  }
+  t.rebuild->args = graph.make_tuple(std::move(args));
+  t.rebuild->callable = v3;
+  t.dtype_arg = dtype;
+}
+
+}  // namespace
 
 void plan_cast(Checkpoint& checkpoint, const std::vector<TargetTensor>& targets, const PassOptions& options,
                PassReport& report) {
@@ -18,7 +60,7 @@ void plan_cast(Checkpoint& checkpoint, const std::vector<TargetTensor>& targets,
   auto& tensors = checkpoint.tensors();
   auto& storages = checkpoint.storages();
   auto wanted_type = [&](DType d) {
-    if (!is_castable_float(d) || d == to) return false;
+    if (!is_cast_type(d) || d == to) return false;
     return options.cast_from.empty() ||
            std::find(options.cast_from.begin(), options.cast_from.end(), d) != options.cast_from.end();
   };
@@ -40,6 +82,12 @@ void plan_cast(Checkpoint& checkpoint, const std::vector<TargetTensor>& targets,
   for (size_t i = 0; i < tensors.size(); ++i) users[tensors[i].storage].push_back(i);
 
   const std::vector<std::string> names = tensor_names(checkpoint);
+  // One dtype Global and one _rebuild_tensor_v3 Global for every tensor, so
+  // the pickler memoizes them as torch.save does.
+  const bool needs_v3 = !storage_class_name(to).has_value();
+  Value* dtype_global = nullptr;
+  Value* v3_global = nullptr;
+  report.cast_to = to;
   std::unordered_set<int32_t> decided;
   for (size_t index : selected) {
     const int32_t storage = tensors[index].storage;
@@ -59,20 +107,17 @@ void plan_cast(Checkpoint& checkpoint, const std::vector<TargetTensor>& targets,
     }
     report.cast_bytes_before += s.nbytes;
     s.cast_to = to;
+    if (needs_v3) s.untyped = true;  // written as torch.UntypedStorage; its numel counts bytes
     report.cast_bytes_after += s.output_nbytes();
     ++report.storages_cast;
     for (size_t u : all) {
       Tensor& t = tensors[u];
       t.dtype = to;
       ++report.tensors_cast;
-      if (t.dtype_arg != nullptr) {
-        // The dtype Global may be memo-shared with other tensors: replace, never mutate.
-        Value* dtype = checkpoint.graph().make_global("torch", std::string(dtype_name(to)));
-        for (Value*& arg : t.rebuild->args->items) {
-          if (arg == t.dtype_arg) arg = dtype;
-        }
-        t.dtype_arg = dtype;
-      }
+      if (t.dtype_arg == nullptr && !needs_v3) continue;  // the typed storage class tells the type
+      if (dtype_global == nullptr) dtype_global = checkpoint.graph().make_global("torch", std::string(dtype_name(to)));
+      if (needs_v3 && v3_global == nullptr) v3_global = checkpoint.graph().make_global("torch._utils", "_rebuild_tensor_v3");
+      rebuild_with_dtype(checkpoint, t, needs_v3 ? v3_global : t.rebuild->callable, dtype_global);
     }
   }
 }

@@ -19,13 +19,14 @@ void validate_pass_options(const PassOptions& options) {
     validate_device(from);
     validate_device(to);
   }
-  if (options.cast_to && !is_castable_float(*options.cast_to)) {
+  if (options.cast_to && !is_cast_type(*options.cast_to)) {
     throw usage("cannot cast to " + std::string(dtype_name(*options.cast_to)) +
-                ": the target must be float16, bfloat16, float32 or float64");
+                ": the target must be float16, bfloat16, float32, float64, float8_e4m3fn or float8_e5m2");
   }
   for (DType d : options.cast_from) {
-    if (!is_castable_float(d)) {
-      throw usage("--from " + std::string(dtype_name(d)) + ": only float16, bfloat16, float32 and float64 are cast");
+    if (!is_cast_type(d)) {
+      throw usage("--from " + std::string(dtype_name(d)) +
+                  ": only float16, bfloat16, float32, float64, float8_e4m3fn and float8_e5m2 are cast");
     }
   }
   if (options.for_libtorch && options.keys.size() > 1) {
