@@ -39,6 +39,10 @@ std::vector<std::byte> weight_bytes(size_t n, ckptfix::DType dtype) {
     } else if (dtype == ckptfix::DType::kFloat32) {
       const float f = static_cast<float>(d);
       std::memcpy(v.data() + i, &f, 4);
+    } else if (es == 1) {
+      const uint8_t b = dtype == ckptfix::DType::kFloat8E4M3Fn ? ckptfix::float_to_float8_e4m3fn_bits(static_cast<float>(d))
+                                                               : ckptfix::float_to_float8_e5m2_bits(static_cast<float>(d));
+      std::memcpy(v.data() + i, &b, 1);
     } else {
       const uint16_t h = dtype == ckptfix::DType::kFloat16 ? ckptfix::float_to_half_bits(static_cast<float>(d))
                                                            : ckptfix::float_to_bfloat16_bits_scalar(static_cast<float>(d));
@@ -83,6 +87,11 @@ BENCHMARK_CAPTURE(BM_Convert, f16_to_f32, DType::kFloat16, DType::kFloat32);
 BENCHMARK_CAPTURE(BM_Convert, bf16_to_f32, DType::kBFloat16, DType::kFloat32);
 BENCHMARK_CAPTURE(BM_Convert, f16_to_bf16, DType::kFloat16, DType::kBFloat16);
 BENCHMARK_CAPTURE(BM_Convert, f32_to_f64, DType::kFloat32, DType::kFloat64);
+BENCHMARK_CAPTURE(BM_Convert, f32_to_e4m3fn, DType::kFloat32, DType::kFloat8E4M3Fn);
+BENCHMARK_CAPTURE(BM_Convert, f32_to_e5m2, DType::kFloat32, DType::kFloat8E5M2);
+BENCHMARK_CAPTURE(BM_Convert, bf16_to_e4m3fn, DType::kBFloat16, DType::kFloat8E4M3Fn);
+BENCHMARK_CAPTURE(BM_Convert, e4m3fn_to_bf16, DType::kFloat8E4M3Fn, DType::kBFloat16);
+BENCHMARK_CAPTURE(BM_Convert, e5m2_to_f32, DType::kFloat8E5M2, DType::kFloat32);
 
 }  // namespace
 
