@@ -56,8 +56,31 @@ def consume_prefix_in_state_dict_if_present(state_dict, prefix):
                 state_dict._metadata[key[len(prefix):]] = state_dict._metadata.pop(key)
 
 
-FLOATS = (torch.float16, torch.bfloat16, torch.float32, torch.float64)
+# The source types `cast` converts (float8 where this torch has it). The
+# targets here are the four wider types; test_casts.py covers float8 targets.
+FLOATS = (torch.float16, torch.bfloat16, torch.float32, torch.float64) + \
+    ((torch.float8_e4m3fn, torch.float8_e5m2) if hasattr(torch, "float8_e4m3fn") else ())
 DTYPES = {"fp16": torch.float16, "bf16": torch.bfloat16, "fp32": torch.float32, "fp64": torch.float64}
+# ckptfix's casts are bit-identical to torch 2.14's AVX2/AVX512 kernels; other
+# judges write some NaNs with other payloads (test_casts.py states and checks
+# each judge's rules). These tests judge the passes, so off that judge NaN
+# payloads are not compared: every NaN is rewritten as one pattern on both sides.
+CAPABILITY = torch.backends.cpu.get_cpu_capability() if hasattr(torch.backends, "cpu") else None
+NAN_PAYLOADS_JUDGED = support.torch_version() == (2, 14) and CAPABILITY in ("AVX2", "AVX512")
+_BITS = {1: torch.uint8, 2: torch.int16, 4: torch.int32, 8: torch.int64}
+
+
+def canonical_nans(obj):
+    """Rewrites every NaN in the floating storages of obj as its type's default NaN."""
+    for _, t in torch_compare.iter_tensors(obj):
+        if not isinstance(t, torch.Tensor) or t.dtype not in FLOATS or t.is_sparse:
+            continue
+        storage = t.storage()
+        whole = torch.empty(0, dtype=t.dtype).set_(storage, 0, (storage.size(),), (1,))
+        nan = torch.isnan(whole.float())
+        if bool(nan.any()):
+            canonical = torch.tensor([float("nan")]).to(t.dtype).view(_BITS[t.element_size()])
+            whole.view(_BITS[t.element_size()])[nan] = canonical
 
 
 def is_state_dict(x):
@@ -136,6 +159,9 @@ class PassTest(unittest.TestCase):
 
     def judge(self, expected, expected_locations, output, **options):
         actual, actual_locations = torch_compare.load_with_locations(output)
+        if not NAN_PAYLOADS_JUDGED:
+            canonical_nans(expected)
+            canonical_nans(actual)
         diffs = torch_compare.compare(expected, actual, expected_locations, actual_locations,
                                       torch_compare.CompareOptions(**options))
         self.assertEqual(diffs, [], "ckptfix's output differs from the same edit done in torch")
@@ -307,17 +333,23 @@ class Cast(PassTest):
         proc = support.run("cast", "--dtype", "fp16", "--json", self.fixture("all_dtypes.pt"), "-o", out, check=0)
         changes = json.loads(proc.stdout)["inputs"][0]["changes"]
         expected, _ = self.load("all_dtypes.pt")
-        overflowed = flushed = 0
+        overflowed = flushed = before = after = 0
+        seen = set()
         for sd in state_dicts(expected):
             for t in sd.values():
-                if t.dtype in (torch.float32, torch.float64, torch.bfloat16):
+                if t.dtype in FLOATS and t.dtype != torch.float16 and torch_compare.storage_id(t) not in seen:
+                    seen.add(torch_compare.storage_id(t))  # views of one storage: counted once, like ckptfix
+                    t = torch.empty(0, dtype=t.dtype).set_(t.storage(), 0, (t.storage().size(),), (1,))
                     c = t.to(torch.float16)
-                    overflowed += int((torch.isfinite(t) & torch.isinf(c)).sum())
-                    flushed += int(((t != 0) & ~torch.isnan(t) & (c == 0)).sum())
+                    wide = t if t.dtype == torch.float64 else t.float()  # float8 lacks isfinite in some torch versions
+                    overflowed += int((torch.isfinite(wide) & torch.isinf(c)).sum())
+                    flushed += int(((wide != 0) & ~torch.isnan(wide) & (c == 0)).sum())
+                    before += t.numel() * t.element_size()
+                    after += t.numel() * 2
         self.assertEqual(changes["overflowed_to_inf"], overflowed)
         self.assertEqual(changes["flushed_to_zero"], flushed)
         self.assertGreater(overflowed, 0)
-        self.assertLess(changes["cast_bytes_after"], changes["cast_bytes_before"])
+        self.assertEqual((changes["cast_bytes_before"], changes["cast_bytes_after"]), (before, after))
 
     def test_shared_storage_with_a_kept_key_is_kept_with_a_warning(self):
         out = self.out()
@@ -335,7 +367,10 @@ class Cast(PassTest):
         support.run("cast", "--dtype", "bf16", self.fixture("all_dtypes.pt"), "-o", once, check=0)
         proc = support.run("cast", "--dtype", "bf16", "--json", once, "-o", twice, check=0)
         self.assertEqual(json.loads(proc.stdout)["inputs"][0]["status"], "unchanged")
-        actual = torch.load(once)
+        # TODO(writer): float8 storages are written as `torch UntypedStorage`, which
+        # torch >= 2.6's default weights_only load refuses; use the default load
+        # once the writer writes `torch.storage UntypedStorage`.
+        actual = torch.load(once, weights_only=False) if support.torch_version() >= (2, 6) else torch.load(once)
         original = torch.load(self.fixture("all_dtypes.pt"))
         for key, t in original.items():
             if not t.is_floating_point():
@@ -348,59 +383,6 @@ class Cast(PassTest):
                 proc = support.run("cast", *args, self.fixture("all_dtypes.pt"), "-o", self.out(), check=2)
                 self.assertTrue(proc.stderr.startswith("ckptfix: error: "))
                 self.assertFalse(os.path.exists(self.out()))
-
-
-class CastKernels(PassTest):
-    """Every 16-bit pattern, and millions of random 32- and 64-bit patterns
-    (every exponent, subnormals, NaN payloads), cast by ckptfix and by torch."""
-
-    def patterns(self):
-        import numpy as np
-        rng = np.random.default_rng(7)
-        f16 = np.arange(1 << 16, dtype=np.uint16)
-        f32 = np.concatenate([rng.integers(0, 1 << 32, size=(1 << 22) + 5, dtype=np.uint64).astype(np.uint32),
-                              # around every rounding boundary of the 16-bit types
-                              (np.arange(1 << 16, dtype=np.uint32) << 16) + np.uint32(0x8000),
-                              (np.arange(1 << 16, dtype=np.uint32) << 13) + np.uint32(0x1000)])
-        f64 = rng.integers(0, 1 << 63, size=(1 << 20) + 3, dtype=np.uint64) * np.uint64(2) + \
-            rng.integers(0, 2, size=(1 << 20) + 3, dtype=np.uint64)
-        return collections.OrderedDict([
-            ("f16", torch.from_numpy(f16.view(np.int16)).view(torch.float16)),
-            ("bf16", torch.from_numpy(f16.copy().view(np.int16)).view(torch.bfloat16)),
-            ("f32", torch.from_numpy(f32.view(np.int32)).view(torch.float32)),
-            ("f64", torch.from_numpy(f64.view(np.int64)).view(torch.float64)),
-        ])
-
-    def assert_casts_match_torch(self, src):
-        for flag, dtype in DTYPES.items():
-            with self.subTest(dtype=flag):
-                out = self.out(f"{os.path.basename(src)}-{flag}.pt")
-                support.run("cast", "--dtype", flag, src, "-o", out, check=0)
-                expected = torch.load(src)
-                cast_like_torch(expected, dtype)
-                self.judge(expected, None, out, ignore_locations=True)
-
-    def test_matches_torch_bit_for_bit(self):
-        src = self.out("patterns.pt")
-        torch.save(self.patterns(), src)
-        self.assert_casts_match_torch(src)
-
-    def test_unaligned_legacy_storages_match_torch(self):
-        """Legacy files put storages at any byte offset: the fast conversion
-        path must read them unaligned (here at an offset that is not a
-        multiple of 4) and still match torch bit for bit."""
-        patterns = self.patterns()
-        first = patterns["f32"][: (1 << 19) + 7].clone()  # 2 MiB + 28 bytes: the pipelined path, with a tail
-        for pad in range(8):
-            sd = collections.OrderedDict([("w" * (pad + 1), first), ("f64", patterns["f64"])])
-            src = self.out("legacy-patterns.pt")
-            torch.save(sd, src, _use_new_zipfile_serialization=False)
-            with open(src, "rb") as f:
-                offset = f.read().find(first.numpy().tobytes()[:64])
-            if offset % 4 != 0:
-                break
-        self.assertNotEqual(offset % 4, 0, "could not place the storage unaligned")
-        self.assert_casts_match_torch(src)
 
 
 class Fix(PassTest):
