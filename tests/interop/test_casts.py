@@ -29,6 +29,7 @@ import os
 import sys
 import tempfile
 import unittest
+import warnings
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
 import support  # noqa: E402
@@ -349,6 +350,32 @@ class Float8Files(CastTest):
                                                                                          t.storage_offset()))))
             self.assertIsInstance(actual["p"], torch.nn.Parameter)
             self.assertTrue(actual["p"].requires_grad)
+
+    def test_torch_0_3_rebuild_tensor_calls(self):
+        """Tensors saved by torch < 0.4 are _rebuild_tensor(storage, offset,
+        size, stride) calls; cast to float8 they become _rebuild_tensor_v3
+        with requires_grad False and empty backward hooks."""
+        class OldTensor:
+            def __init__(self, t):
+                self.t = t
+
+            def __reduce__(self):
+                return (torch._utils._rebuild_tensor,
+                        (self.t.storage(), self.t.storage_offset(), tuple(self.t.size()), self.t.stride()))
+
+        base = torch.arange(12, dtype=torch.float32) * 30  # within ±448: no version differences
+        src = self.out("old.pt")
+        with warnings.catch_warnings():
+            warnings.simplefilter("ignore")  # TypedStorage is deprecated
+            torch.save(collections.OrderedDict([("a", OldTensor(base.view(3, 4))), ("b", OldTensor(base[4:]))]), src)
+        out = self.out("old-e4m3.pt")
+        self.cast(src, "float8_e4m3fn", out)
+        actual = load_output(out)
+        expected = base.to(torch.float8_e4m3fn)
+        self.assertTrue(torch.equal(bits_to_u8(actual["a"]), bits_to_u8(expected.view(3, 4))))
+        self.assertTrue(torch.equal(bits_to_u8(actual["b"]), bits_to_u8(expected[4:])))
+        self.assertEqual(actual["a"].untyped_storage().data_ptr(), actual["b"].untyped_storage().data_ptr())
+        self.assertEqual(actual["b"].storage_offset(), 4)
 
     def test_report_counts_saturated_and_overflowed(self):
         sd = {"x": torch.tensor([1.0, 448.0, 463.9, 464.0, 1e6, -1e30, float("inf"), float("nan"), 1e-12, 0.0])}
