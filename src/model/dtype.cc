@@ -24,7 +24,7 @@ constexpr std::array kTable = {
     DTypeInfo{DType::kInt32, "int32", 4, "IntStorage", "int"},
     DTypeInfo{DType::kInt64, "int64", 8, "LongStorage", "long"},
     DTypeInfo{DType::kBool, "bool", 1, "BoolStorage", nullptr},
-    DTypeInfo{DType::kComplex32, "complex32", 4, "ComplexHalfStorage", "chalf"},
+    DTypeInfo{DType::kComplex32, "complex32", 4, nullptr, "chalf"},  // no ComplexHalfStorage in any torch
     DTypeInfo{DType::kComplex64, "complex64", 8, "ComplexFloatStorage", "cfloat"},
     DTypeInfo{DType::kComplex128, "complex128", 16, "ComplexDoubleStorage", "cdouble"},
     DTypeInfo{DType::kQInt8, "qint8", 1, "QInt8Storage", nullptr},
@@ -46,6 +46,7 @@ constexpr std::array kTable = {
     DTypeInfo{DType::kBits1x8, "bits1x8", 1, nullptr, nullptr},
     DTypeInfo{DType::kBits2x4, "bits2x4", 1, nullptr, nullptr},
     DTypeInfo{DType::kBits4x2, "bits4x2", 1, nullptr, nullptr},
+    DTypeInfo{DType::kBComplex32, "bcomplex32", 4, nullptr, nullptr},
     DTypeInfo{DType::kUntyped, "untyped", 1, "UntypedStorage", nullptr},
 };
 
@@ -60,6 +61,10 @@ const DTypeInfo& info(DType d) {
 
 std::string_view dtype_name(DType dtype) { return info(dtype).name; }
 uint32_t element_size(DType dtype) { return info(dtype).size; }
+
+uint32_t packed_values(DType dtype) {
+  return dtype == DType::kQUInt4x2 ? 2 : dtype == DType::kQUInt2x4 ? 4 : 1;
+}
 
 bool is_castable_float(DType d) {
   return d == DType::kFloat16 || d == DType::kBFloat16 || d == DType::kFloat32 || d == DType::kFloat64;
@@ -80,6 +85,7 @@ bool is_floating(DType d) {
 uint32_t swap_unit(DType d) {
   switch (d) {
     case DType::kComplex32:
+    case DType::kBComplex32:
     case DType::kComplex64:
     case DType::kComplex128: return element_size(d) / 2;
     default: return element_size(d);
