@@ -66,8 +66,13 @@ uint32_t swap_unit(DType dtype);
 /// argument of _rebuild_tensor_v3 (torch.storage._new_dtypes: float8*,
 /// float4_e2m1fn_x2, uint16/32/64, bits*, complex32, bcomplex32).
 std::optional<std::string_view> storage_class_name(DType dtype);
-/// The dtype of a storage class name such as "HalfStorage"; nullopt if unknown.
+/// The dtype of a storage class name such as "HalfStorage" (or LibTorch's
+/// spelling, "Float8_e4m3fnStorage"); nullopt if unknown.
 std::optional<DType> dtype_from_storage_class(std::string_view name);
+/// The storage class LibTorch's own pickler writes and its unpickler reads
+/// for a dtype: c10::ScalarType name + "Storage" ("HalfStorage",
+/// "Float8_e4m3fnStorage", "ComplexHalfStorage"); empty for kUntyped.
+std::string libtorch_storage_class(DType dtype);
 /// The dtype of a torch global attribute name such as "float16" or "half".
 std::optional<DType> dtype_from_torch_attribute(std::string_view name);
 /// Parses a user-facing dtype: fp16|float16|half, bf16|bfloat16, fp32|float32|float,

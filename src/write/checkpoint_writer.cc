@@ -53,16 +53,30 @@ PickledObject pickle_checkpoint(const Checkpoint& checkpoint, bool libtorch_pick
     const Storage& s = storages[index];
     const DType dtype = s.output_dtype();
     // torch pickles its storage classes by their real module:
-    // torch.FloatStorage is torch.FloatStorage, UntypedStorage lives in torch.storage.
-    const auto class_name = s.untyped ? std::optional<std::string_view>("UntypedStorage") : storage_class_name(dtype);
-    const char* class_module = s.untyped ? "torch.storage" : "torch";
-    if (!class_name) {
-      throw Error(ErrorKind::kUnsupported, "storage '" + s.key + "' of type " + std::string(dtype_name(dtype)) +
-                                               " has no typed storage class to write");
+    // torch.FloatStorage is torch.FloatStorage, UntypedStorage lives in
+    // torch.storage. LibTorch's unpickler knows no UntypedStorage but reads
+    // "torch.<c10::ScalarType>Storage" for every dtype it has.
+    std::optional<std::string> class_name;
+    const char* class_module = "torch";
+    if (libtorch_pickle) {
+      if (!s.untyped && dtype != DType::kUntyped) class_name = libtorch_storage_class(dtype);
+    } else if (s.untyped) {
+      class_name = "UntypedStorage";
+      class_module = "torch.storage";
+    } else if (const auto typed = storage_class_name(dtype)) {
+      class_name = std::string(*typed);
     }
-    const uint64_t numel = s.untyped ? s.output_nbytes() : s.output_nbytes() / element_size(dtype);
+    if (!class_name) {
+      throw Error(ErrorKind::kUnsupported,
+                  "storage '" + s.key + "' of type " + std::string(dtype_name(dtype)) +
+                      (libtorch_pickle ? " is untyped, which LibTorch's unpickler cannot read"
+                                       : " has no typed storage class to write (it is saved as a typed storage in "
+                                         "LibTorch's spelling, torch." + libtorch_storage_class(dtype) +
+                                         ", which Python's torch cannot load)"));
+    }
+    const uint64_t numel = s.untyped && !libtorch_pickle ? s.output_nbytes() : s.output_nbytes() / element_size(dtype);
     if (keys[index] == nullptr) keys[index] = scratch.make_str(std::to_string(output_key[index]));
-    const std::string cls(*class_name);
+    const std::string& cls = *class_name;
     Value* pid = scratch.make_tuple(
         {storage_tag, cached(classes, cls, [&] { return scratch.make_global(class_module, cls); }), keys[index],
          cached(locations, s.location, [&] { return scratch.make_str(s.location); }),

@@ -229,11 +229,9 @@ TEST_F(SaveStateDict, TensorsMadeInCppRoundTrip) {
   EXPECT_EQ(run(kPython + " " + path("check.py") + " " + path("made.pt") + " 2>&1"), "ok\n");
 }
 
-// Python's torch, made to save one tensor of every (non-quantized) dtype it
-// has, and views of them: what load_state_dict gives equals what it loads.
-using LoadEveryDtype = TempDir;
-
-TEST_F(LoadEveryDtype, PythonSavedEveryDtypeItHas) {
+// Has Python's torch save one tensor of every (non-quantized) dtype it has,
+// and a view of each, into `file`; returns how many dtypes.
+int save_every_dtype_in_python(const std::string& file) {
   const std::string script =
       "import torch, sys, collections\n"
       "names = sorted({str(v)[6:] for v in vars(torch).values() if isinstance(v, torch.dtype)})\n"
@@ -254,8 +252,16 @@ TEST_F(LoadEveryDtype, PythonSavedEveryDtypeItHas) {
       "    sd[name + '_view'] = t[3:]\n"
       "torch.save(sd, sys.argv[1])\n"
       "print(len(sd) // 2)\n";
-  std::ofstream(path("make.py")) << script;
-  const int dtypes = std::stoi(run(kPython + " " + path("make.py") + " " + path("every.pt") + " 2>/dev/null"));
+  const std::string maker = file + ".make.py";
+  std::ofstream(maker) << script;
+  return std::stoi(run(kPython + " " + maker + " " + file + " 2>/dev/null"));
+}
+
+using LoadEveryDtype = TempDir;
+
+// What load_state_dict gives equals what Python's torch loads.
+TEST_F(LoadEveryDtype, PythonSavedEveryDtypeItHas) {
+  const int dtypes = save_every_dtype_in_python(path("every.pt"));
   std::cout << "Python's torch saved " << dtypes << " dtypes\n";
   EXPECT_GE(dtypes, 12);
   expect_equals_python(path("every.pt"), Case{}, path("every.pt"));
@@ -461,24 +467,26 @@ TEST_F(ZeroCopy, NoSecondCopyOfALargeTensor) {
 using ForLibTorch = TempDir;
 
 TEST_F(ForLibTorch, TorchsOwnPickleLoadReadsTheOutput) {
+  save_every_dtype_in_python(path("every.pt"));  // every dtype the judge's torch has
   for (const auto& [file, key] : std::vector<std::pair<std::string, std::string>>{
-           {"plain_state_dict.pt", ""}, {"training_dp_cuda.pt", "state_dict"}, {"legacy_cuda.pt", ""},
-           {"all_dtypes.pt", ""}, {"views_tied.pt", "tied"}, {"nested_params.pt", "dict/inner"}}) {
+           {fixture("plain_state_dict.pt"), ""}, {fixture("training_dp_cuda.pt"), "state_dict"},
+           {fixture("legacy_cuda.pt"), ""}, {fixture("all_dtypes.pt"), ""}, {fixture("views_tied.pt"), "tied"},
+           {fixture("nested_params.pt"), "dict/inner"}, {path("every.pt"), ""}}) {
     SCOPED_TRACE(file);
-    std::ifstream original(fixture(file), std::ios::binary);
+    std::ifstream original(file, std::ios::binary);
     const std::vector<char> original_bytes((std::istreambuf_iterator<char>(original)), std::istreambuf_iterator<char>());
-    if (file == "plain_state_dict.pt") {
+    if (file == fixture("plain_state_dict.pt")) {
       // The gap this fills: LibTorch cannot read what Python's state_dict() saves.
       EXPECT_THROW(::torch::jit::pickle_load(original_bytes).toGenericDict(), c10::Error);
     }
     run(std::string(CKPTFIX_BIN) + " convert --for-libtorch -q " + (key.empty() ? "" : "--key " + key + " ") +
-        fixture(file) + " -o " + path("lt.pt") + " --force");
+        file + " -o " + path("lt.pt") + " --force");
     std::ifstream in(path("lt.pt"), std::ios::binary);
     const std::vector<char> bytes((std::istreambuf_iterator<char>(in)), std::istreambuf_iterator<char>());
     const c10::Dict<c10::IValue, c10::IValue> dict = ::torch::jit::pickle_load(bytes).toGenericDict();
     ckptfix::torch::LoadOptions options;
     options.key = key;
-    const auto expected = ckptfix::torch::load_state_dict(fixture(file), options);
+    const auto expected = ckptfix::torch::load_state_dict(file, options);
     ASSERT_EQ(dict.size(), expected.size());
     for (const auto& [name, t] : expected) {
       const at::Tensor got = dict.at(name).toTensor();
