@@ -70,9 +70,10 @@ PickledObject pickle_checkpoint(const Checkpoint& checkpoint, bool libtorch_pick
       throw Error(ErrorKind::kUnsupported,
                   "storage '" + s.key + "' of type " + std::string(dtype_name(dtype)) +
                       (libtorch_pickle ? " is untyped, which LibTorch's unpickler cannot read"
-                                       : " has no typed storage class to write (it is saved as a typed storage in "
-                                         "LibTorch's spelling, torch." + libtorch_storage_class(dtype) +
-                                         ", which Python's torch cannot load)"));
+                                       : " is a typed storage in LibTorch's spelling (torch." +
+                                             libtorch_storage_class(dtype) +
+                                             "), which Python's torch has no class for; it can only be "
+                                             "written for LibTorch's unpickler"));
     }
     const uint64_t numel = s.untyped && !libtorch_pickle ? s.output_nbytes() : s.output_nbytes() / element_size(dtype);
     if (keys[index] == nullptr) keys[index] = scratch.make_str(std::to_string(output_key[index]));
