@@ -70,9 +70,7 @@ def main():
                 flag = {"float8_e4m3fn": "fp8_e4m3", "float8_e5m2": "fp8_e5m2"}.get(name, name)
                 subprocess.run([args.ckptfix, "cast", "-q", "-f", "--no-verify", "--dtype", flag, src, "-o", out],
                                check=True)
-                # TODO(writer): weights_only=False because float8 outputs name
-                # `torch UntypedStorage`, which the default load refuses.
-                actual = torch.load(out, weights_only=False)
+                actual = torch.load(out)
                 for key, t in sd.items():
                     a, b = bits(actual[key]), bits(t.to(dtype))
                     differ = np.nonzero(a != b)[0]

@@ -30,10 +30,11 @@ struct TensorSpec {
   bool requires_grad = false;
 };
 
-/// An OrderedDict state dict (torch's _rebuild_tensor_v2 for each tensor,
-/// tensors of one storage share it). Throws Error(kInvalidArgument) for
-/// views outside their storage, dtypes without a typed storage class, or
-/// duplicate keys.
+/// An OrderedDict state dict as the newest torch.save writes it (per tensor
+/// _rebuild_tensor_v2 with a typed storage, or for the dtypes without one
+/// _rebuild_tensor_v3 with an UntypedStorage and the dtype; tensors of one
+/// storage share it; the newest torch's records). Throws
+/// Error(kInvalidArgument) for views outside their storage or duplicate keys.
 Checkpoint make_state_dict_checkpoint(const std::vector<StorageSpec>& storages, const std::vector<TensorSpec>& tensors);
 
 }  // namespace ckptfix

@@ -42,13 +42,18 @@ enum class DType : uint8_t {
   kBits1x8,
   kBits2x4,
   kBits4x2,
+  kBComplex32,  ///< complex of two bfloat16 (torch >= 2.14)
   kUntyped,  ///< bytes of a torch.UntypedStorage whose tensor type is not known
 };
 
 /// torch's name: "float32", "bfloat16", "int64", ...
 std::string_view dtype_name(DType dtype);
-/// Bytes per element (1 for the packed sub-byte quantized types).
+/// Bytes per element of a storage (1 for the packed sub-byte quantized types).
 uint32_t element_size(DType dtype);
+/// Tensor elements per storage element: 2 for quint4x2 and 4 for quint2x4,
+/// whose tensors count 4- and 2-bit values; 1 for every other dtype
+/// (float4_e2m1fn_x2 and the bits types count whole bytes).
+uint32_t packed_values(DType dtype);
 /// float16, bfloat16, float32, float64 (what LibTorch loading casts).
 bool is_castable_float(DType dtype);
 /// The types `cast` converts between: the four above, float8_e4m3fn and
@@ -60,10 +65,17 @@ bool is_floating(DType dtype);
 uint32_t swap_unit(DType dtype);
 
 /// The typed storage class torch 1.x uses for a dtype ("FloatStorage"), or
-/// nullopt for types that only exist as UntypedStorage + dtype (torch >= 2.1).
+/// nullopt for the types torch 2.x saves as an UntypedStorage plus a dtype
+/// argument of _rebuild_tensor_v3 (torch.storage._new_dtypes: float8*,
+/// float4_e2m1fn_x2, uint16/32/64, bits*, complex32, bcomplex32).
 std::optional<std::string_view> storage_class_name(DType dtype);
-/// The dtype of a storage class name such as "HalfStorage"; nullopt if unknown.
+/// The dtype of a storage class name such as "HalfStorage" (or LibTorch's
+/// spelling, "Float8_e4m3fnStorage"); nullopt if unknown.
 std::optional<DType> dtype_from_storage_class(std::string_view name);
+/// The storage class LibTorch's own pickler writes and its unpickler reads
+/// for a dtype: c10::ScalarType name + "Storage" ("HalfStorage",
+/// "Float8_e4m3fnStorage", "ComplexHalfStorage"); empty for kUntyped.
+std::string libtorch_storage_class(DType dtype);
 /// The dtype of a torch global attribute name such as "float16" or "half".
 std::optional<DType> dtype_from_torch_attribute(std::string_view name);
 /// Parses a user-facing dtype: fp16|float16|half, bf16|bfloat16, fp32|float32|float,

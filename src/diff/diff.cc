@@ -11,7 +11,9 @@ namespace {
 
 constexpr size_t kBatch = 1 << 16;
 
-bool is_integer(DType d) {
+// Compared bit for bit: integers (float64 cannot hold every int64) and the
+// packed types, whose bytes hold several values or none with a numeric meaning.
+bool compares_bits(DType d) {
   switch (d) {
     case DType::kInt8:
     case DType::kUInt8:
@@ -21,7 +23,16 @@ bool is_integer(DType d) {
     case DType::kBool:
     case DType::kUInt16:
     case DType::kUInt32:
-    case DType::kUInt64: return true;
+    case DType::kUInt64:
+    case DType::kBits8:
+    case DType::kBits16:
+    case DType::kBits1x8:
+    case DType::kBits2x4:
+    case DType::kBits4x2:
+    case DType::kFloat4E2M1FnX2:
+    case DType::kQUInt4x2:
+    case DType::kQUInt2x4:
+    case DType::kUntyped: return true;
     default: return false;
   }
 }
@@ -58,7 +69,7 @@ std::string match_key(const Path& path, const DiffOptions& options) {
 void compare_values(const Checkpoint& a, const Tensor& ta, const Checkpoint& b, const Tensor& tb,
                     const DiffOptions& options, TensorDiff& out) {
   ElementReader ra(a, ta), rb(b, tb);
-  const bool exact_ints = ta.dtype == tb.dtype && is_integer(ta.dtype);
+  const bool exact_ints = ta.dtype == tb.dtype && compares_bits(ta.dtype);
   std::vector<double> are, aim, bre, bim;
   std::vector<uint64_t> araw, braw;
   for (uint64_t done = 0; done < out.numel;) {

@@ -4,6 +4,7 @@
 #include <cstring>
 
 #include "convert/convert.h"
+#include "diff/float8.h"
 
 namespace ckptfix {
 namespace {
@@ -33,8 +34,15 @@ ElementReader::ElementReader(const Checkpoint& checkpoint, const Tensor& tensor)
       tensor_(tensor),
       element_size_(element_size(tensor.dtype)),
       numel_(tensor.numel()),
+      first_(static_cast<uint64_t>(tensor.storage_offset)),
       contiguous_(is_contiguous(tensor)),
       index_(tensor.shape.size(), 0) {
+  if (const uint32_t per = packed_values(tensor.dtype); per > 1) {
+    // quint4x2 / quint2x4 hold several values per byte: compare the bytes.
+    numel_ = (numel_ + per - 1) / per;
+    first_ /= per;
+    contiguous_ = true;
+  }
   if (!contiguous_ && numel_ > 0) {
     // The span of storage the view touches: offset .. offset + sum((size-1)*stride).
     uint64_t last = static_cast<uint64_t>(tensor.storage_offset);
@@ -64,9 +72,15 @@ double ElementReader::value(const std::byte* p, bool imaginary) const {
     case DType::kUInt32: return load<uint32_t>(p);
     case DType::kUInt64: return static_cast<double>(load<uint64_t>(p));
     case DType::kComplex32: return half_bits_to_float(load<uint16_t>(p + (imaginary ? 2 : 0)));
+    case DType::kBComplex32: return bfloat16_bits_to_float(load<uint16_t>(p + (imaginary ? 2 : 0)));
     case DType::kComplex64: return load<float>(p + (imaginary ? 4 : 0));
     case DType::kComplex128: return load<double>(p + (imaginary ? 8 : 0));
-    default: {  // packed and float8 types: their raw bits, compared exactly
+    case DType::kFloat8E4M3Fn:
+    case DType::kFloat8E5M2:
+    case DType::kFloat8E4M3Fnuz:
+    case DType::kFloat8E5M2Fnuz:
+    case DType::kFloat8E8M0Fnu: return float8_value(tensor_.dtype, load<uint8_t>(p));
+    default: {  // packed types (bits*, float4_e2m1fn_x2, sub-byte quantized): their raw bits, compared exactly
       uint64_t bits = 0;
       std::memcpy(&bits, p, std::min<uint32_t>(element_size_, 8));
       return static_cast<double>(bits);
@@ -75,13 +89,13 @@ double ElementReader::value(const std::byte* p, bool imaginary) const {
 }
 
 size_t ElementReader::next(size_t max, std::vector<double>& re, std::vector<double>& im, std::vector<uint64_t>& raw) {
-  const bool complex = tensor_.dtype == DType::kComplex32 || tensor_.dtype == DType::kComplex64 ||
-                       tensor_.dtype == DType::kComplex128;
+  const bool complex = tensor_.dtype == DType::kComplex32 || tensor_.dtype == DType::kBComplex32 ||
+                       tensor_.dtype == DType::kComplex64 || tensor_.dtype == DType::kComplex128;
   const uint64_t n = std::min<uint64_t>(max, numel_ - done_);
   for (uint64_t k = 0; k < n; ++k) {
     uint64_t element;  // index in the storage
     if (contiguous_) {
-      element = static_cast<uint64_t>(tensor_.storage_offset) + done_;
+      element = first_ + done_;
       if (buffer_.empty() || element < buffer_first_ || element >= buffer_first_ + buffer_.size() / element_size_) {
         const uint64_t count = std::min(kChunkElements, numel_ - done_);
         buffer_.resize(count * element_size_);

@@ -24,6 +24,7 @@ class ElementReader {
   const Tensor& tensor_;
   uint32_t element_size_;
   uint64_t numel_;
+  uint64_t first_;                  // storage element of the first element (contiguous reads)
   uint64_t done_ = 0;
   bool contiguous_;
   std::vector<std::byte> buffer_;   // contiguous: the current chunk; otherwise the spanned range

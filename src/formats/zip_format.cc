@@ -1,6 +1,9 @@
 // torch zip checkpoints: <root>/data.pkl, <root>/data/<key>, <root>/version,
-// and since torch 2.1 <root>/byteorder. See docs/format.md.
+// since torch 2.1 <root>/byteorder and <root>/.data/serialization_id, since
+// torch 2.7 <root>/.format_version and <root>/.storage_alignment. See
+// docs/format.md.
 #include <algorithm>
+#include <optional>
 
 #include "ckptfix/error.h"
 #include "formats/readers.h"
@@ -22,6 +25,32 @@ bool has_record_with_prefix(const ZipReader& zip, const std::string& prefix) {
 std::string trim(std::string s) {
   while (!s.empty() && (s.back() == '\n' || s.back() == '\r' || s.back() == ' ')) s.pop_back();
   return s;
+}
+
+// Only what torch's writer leaves behind is taken; anything else in these
+// records (which torch never writes) leaves the default, so the output's
+// records still describe the output.
+void read_archive_style(const ZipReader& zip, const std::string& root, ArchiveStyle& style) {
+  auto small = [&](const std::string& name) -> std::optional<std::string> {
+    const ZipEntry* e = zip.find(root + name);
+    if (e == nullptr) return std::nullopt;
+    return trim(zip.read_all(*e, kMaxSmallRecord));
+  };
+  auto number = [](const std::string& text) -> std::optional<uint64_t> {
+    if (text.empty() || text.size() > 9 || !std::all_of(text.begin(), text.end(), [](char c) { return c >= '0' && c <= '9'; })) {
+      return std::nullopt;
+    }
+    return std::stoull(text);
+  };
+  if (const auto version = small(".format_version")) {
+    const auto n = number(*version);
+    style.format_version = n && *n >= 1;
+  }
+  if (const auto alignment = small(".storage_alignment")) {
+    const auto n = number(*alignment);
+    if (n && *n != 0 && *n % 64 == 0 && *n <= 65536) style.storage_alignment = static_cast<uint32_t>(*n);
+  }
+  style.serialization_id = zip.find(root + ".data/serialization_id") != nullptr;
 }
 
 }  // namespace
@@ -64,6 +93,8 @@ void read_zip_checkpoint(Checkpoint::Impl& impl, const OpenOptions& options) {
           .at(order->name);
     }
   }
+
+  read_archive_style(zip, root, impl.style);
 
   const std::string pickle_bytes = zip.read_all(*pickle, kMaxPickleBytes);
   UnpickleOptions unpickle_options;

@@ -13,18 +13,20 @@ Checkpoint make_state_dict_checkpoint(const std::vector<StorageSpec>& storages, 
   impl->file = InputFile::from_memory({}, "<memory>");
   impl->format = CheckpointFormat::kZip;
   impl->archive_root = "archive";
+  impl->style = ArchiveStyle::newest();
   impl->protocol = 2;
   ValueGraph& g = impl->graph;
 
   for (size_t i = 0; i < storages.size(); ++i) {
     const StorageSpec& spec = storages[i];
-    if (!storage_class_name(spec.dtype)) {
-      throw Error(ErrorKind::kInvalidArgument, "dtype " + std::string(dtype_name(spec.dtype)) + " has no typed storage class");
-    }
+    if (spec.dtype == DType::kUntyped) throw Error(ErrorKind::kInvalidArgument, "a storage needs a dtype");
     Storage s;
     s.key = std::to_string(i);
     s.dtype = spec.dtype;
-    s.numel = spec.nbytes / element_size(spec.dtype);
+    // As torch.save: a typed storage class where the dtype has one, else an
+    // UntypedStorage (numel in bytes) and the dtype as _rebuild_tensor_v3's argument.
+    s.untyped = !storage_class_name(spec.dtype);
+    s.numel = s.untyped ? spec.nbytes : spec.nbytes / element_size(spec.dtype);
     s.nbytes = spec.nbytes;
     s.location = spec.location;
     s.source.encoding = StorageSource::Encoding::kMemory;
@@ -49,15 +51,25 @@ Checkpoint make_state_dict_checkpoint(const std::vector<StorageSpec>& storages, 
     hooks->callable = root->callable;
     hooks->args = g.make_tuple({});
     Value* call = g.make(ValueKind::kObject);
-    call->callable = g.make_global("torch._utils", "_rebuild_tensor_v2");
-    call->args = g.make_tuple({pid, g.make_int(t.storage_offset), g.make_tuple(std::move(shape)),
-                               g.make_tuple(std::move(stride)), g.make_bool(t.requires_grad), hooks});
+    std::vector<Value*> args = {pid, g.make_int(t.storage_offset), g.make_tuple(std::move(shape)),
+                                g.make_tuple(std::move(stride)), g.make_bool(t.requires_grad), hooks};
+    const Storage& s = impl->storages[t.storage];
+    if (s.untyped) {
+      call->callable = g.make_global("torch._utils", "_rebuild_tensor_v3");
+      args.push_back(g.make_global("torch", std::string(dtype_name(s.dtype))));
+    } else {
+      call->callable = g.make_global("torch._utils", "_rebuild_tensor_v2");
+    }
+    call->args = g.make_tuple(std::move(args));
     root->entries.emplace_back(g.make_str(t.key), call);
   }
   impl->root = root;
   build_tensor_table(*impl);
   impl->note_global("collections", "OrderedDict");
-  impl->note_global("torch._utils", "_rebuild_tensor_v2");
+  for (const Storage& s : impl->storages) {
+    impl->note_global("torch._utils", s.untyped ? "_rebuild_tensor_v3" : "_rebuild_tensor_v2");
+    if (s.untyped) impl->note_global("torch", std::string(dtype_name(s.dtype)));
+  }
   Checkpoint checkpoint = Checkpoint::adopt(std::move(impl));
   try {
     validate_tensor_views(checkpoint);

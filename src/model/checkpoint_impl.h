@@ -13,11 +13,31 @@
 
 namespace ckptfix {
 
+/// The records torch's writer put into the input beside data.pkl, data/<key>
+/// and version, which decide how the output is laid out (docs/format.md,
+/// "Records").
+struct ArchiveStyle {
+  /// `.format_version` >= 1 (torch >= 2.7): written again with
+  /// `.storage_alignment`, storages in key order with exactly torch's
+  /// padding, so that `calculate_storage_offsets` finds them. Without it,
+  /// storage records go in the string order of their keys (torch <= 2.6).
+  bool format_version = false;
+  /// Data alignment: the input's `.storage_alignment` when it is a multiple
+  /// of 64 up to 65536 (torch's `config.save.storage_alignment`), else 64.
+  uint32_t storage_alignment = 64;
+  /// `.data/serialization_id` (torch >= 2.1): written again, computed as torch does.
+  bool serialization_id = false;
+
+  /// What the newest torch writes (for checkpoints built in memory).
+  static ArchiveStyle newest() { return {true, 64, true}; }
+};
+
 struct Checkpoint::Impl {
   std::shared_ptr<const InputFile> file;
   std::unique_ptr<ZipReader> zip;  // null for legacy files
   CheckpointFormat format = CheckpointFormat::kZip;
   std::string archive_root;
+  ArchiveStyle style;  // legacy inputs: the default (torch 1.x's records)
   bool big_endian = false;
   int protocol = 0;
   ValueGraph graph;

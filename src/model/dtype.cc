@@ -11,42 +11,44 @@ struct DTypeInfo {
   uint32_t size;
   const char* storage_class;  // nullptr: no typed storage class
   const char* alias;          // torch attribute alias, or nullptr
+  const char* scalar_type;    // LibTorch's c10::ScalarType name
 };
 
 constexpr std::array kTable = {
-    DTypeInfo{DType::kFloat16, "float16", 2, "HalfStorage", "half"},
-    DTypeInfo{DType::kBFloat16, "bfloat16", 2, "BFloat16Storage", nullptr},
-    DTypeInfo{DType::kFloat32, "float32", 4, "FloatStorage", "float"},
-    DTypeInfo{DType::kFloat64, "float64", 8, "DoubleStorage", "double"},
-    DTypeInfo{DType::kInt8, "int8", 1, "CharStorage", nullptr},
-    DTypeInfo{DType::kUInt8, "uint8", 1, "ByteStorage", nullptr},
-    DTypeInfo{DType::kInt16, "int16", 2, "ShortStorage", "short"},
-    DTypeInfo{DType::kInt32, "int32", 4, "IntStorage", "int"},
-    DTypeInfo{DType::kInt64, "int64", 8, "LongStorage", "long"},
-    DTypeInfo{DType::kBool, "bool", 1, "BoolStorage", nullptr},
-    DTypeInfo{DType::kComplex32, "complex32", 4, "ComplexHalfStorage", "chalf"},
-    DTypeInfo{DType::kComplex64, "complex64", 8, "ComplexFloatStorage", "cfloat"},
-    DTypeInfo{DType::kComplex128, "complex128", 16, "ComplexDoubleStorage", "cdouble"},
-    DTypeInfo{DType::kQInt8, "qint8", 1, "QInt8Storage", nullptr},
-    DTypeInfo{DType::kQUInt8, "quint8", 1, "QUInt8Storage", nullptr},
-    DTypeInfo{DType::kQInt32, "qint32", 4, "QInt32Storage", nullptr},
-    DTypeInfo{DType::kQUInt4x2, "quint4x2", 1, "QUInt4x2Storage", nullptr},
-    DTypeInfo{DType::kQUInt2x4, "quint2x4", 1, "QUInt2x4Storage", nullptr},
-    DTypeInfo{DType::kUInt16, "uint16", 2, nullptr, nullptr},
-    DTypeInfo{DType::kUInt32, "uint32", 4, nullptr, nullptr},
-    DTypeInfo{DType::kUInt64, "uint64", 8, nullptr, nullptr},
-    DTypeInfo{DType::kFloat8E4M3Fn, "float8_e4m3fn", 1, nullptr, nullptr},
-    DTypeInfo{DType::kFloat8E5M2, "float8_e5m2", 1, nullptr, nullptr},
-    DTypeInfo{DType::kFloat8E4M3Fnuz, "float8_e4m3fnuz", 1, nullptr, nullptr},
-    DTypeInfo{DType::kFloat8E5M2Fnuz, "float8_e5m2fnuz", 1, nullptr, nullptr},
-    DTypeInfo{DType::kFloat8E8M0Fnu, "float8_e8m0fnu", 1, nullptr, nullptr},
-    DTypeInfo{DType::kFloat4E2M1FnX2, "float4_e2m1fn_x2", 1, nullptr, nullptr},
-    DTypeInfo{DType::kBits8, "bits8", 1, nullptr, nullptr},
-    DTypeInfo{DType::kBits16, "bits16", 2, nullptr, nullptr},
-    DTypeInfo{DType::kBits1x8, "bits1x8", 1, nullptr, nullptr},
-    DTypeInfo{DType::kBits2x4, "bits2x4", 1, nullptr, nullptr},
-    DTypeInfo{DType::kBits4x2, "bits4x2", 1, nullptr, nullptr},
-    DTypeInfo{DType::kUntyped, "untyped", 1, "UntypedStorage", nullptr},
+    DTypeInfo{DType::kFloat16, "float16", 2, "HalfStorage", "half", "Half"},
+    DTypeInfo{DType::kBFloat16, "bfloat16", 2, "BFloat16Storage", nullptr, "BFloat16"},
+    DTypeInfo{DType::kFloat32, "float32", 4, "FloatStorage", "float", "Float"},
+    DTypeInfo{DType::kFloat64, "float64", 8, "DoubleStorage", "double", "Double"},
+    DTypeInfo{DType::kInt8, "int8", 1, "CharStorage", nullptr, "Char"},
+    DTypeInfo{DType::kUInt8, "uint8", 1, "ByteStorage", nullptr, "Byte"},
+    DTypeInfo{DType::kInt16, "int16", 2, "ShortStorage", "short", "Short"},
+    DTypeInfo{DType::kInt32, "int32", 4, "IntStorage", "int", "Int"},
+    DTypeInfo{DType::kInt64, "int64", 8, "LongStorage", "long", "Long"},
+    DTypeInfo{DType::kBool, "bool", 1, "BoolStorage", nullptr, "Bool"},
+    DTypeInfo{DType::kComplex32, "complex32", 4, nullptr, "chalf", "ComplexHalf"},  // Python has no ComplexHalfStorage
+    DTypeInfo{DType::kComplex64, "complex64", 8, "ComplexFloatStorage", "cfloat", "ComplexFloat"},
+    DTypeInfo{DType::kComplex128, "complex128", 16, "ComplexDoubleStorage", "cdouble", "ComplexDouble"},
+    DTypeInfo{DType::kQInt8, "qint8", 1, "QInt8Storage", nullptr, "QInt8"},
+    DTypeInfo{DType::kQUInt8, "quint8", 1, "QUInt8Storage", nullptr, "QUInt8"},
+    DTypeInfo{DType::kQInt32, "qint32", 4, "QInt32Storage", nullptr, "QInt32"},
+    DTypeInfo{DType::kQUInt4x2, "quint4x2", 1, "QUInt4x2Storage", nullptr, "QUInt4x2"},
+    DTypeInfo{DType::kQUInt2x4, "quint2x4", 1, "QUInt2x4Storage", nullptr, "QUInt2x4"},
+    DTypeInfo{DType::kUInt16, "uint16", 2, nullptr, nullptr, "UInt16"},
+    DTypeInfo{DType::kUInt32, "uint32", 4, nullptr, nullptr, "UInt32"},
+    DTypeInfo{DType::kUInt64, "uint64", 8, nullptr, nullptr, "UInt64"},
+    DTypeInfo{DType::kFloat8E4M3Fn, "float8_e4m3fn", 1, nullptr, nullptr, "Float8_e4m3fn"},
+    DTypeInfo{DType::kFloat8E5M2, "float8_e5m2", 1, nullptr, nullptr, "Float8_e5m2"},
+    DTypeInfo{DType::kFloat8E4M3Fnuz, "float8_e4m3fnuz", 1, nullptr, nullptr, "Float8_e4m3fnuz"},
+    DTypeInfo{DType::kFloat8E5M2Fnuz, "float8_e5m2fnuz", 1, nullptr, nullptr, "Float8_e5m2fnuz"},
+    DTypeInfo{DType::kFloat8E8M0Fnu, "float8_e8m0fnu", 1, nullptr, nullptr, "Float8_e8m0fnu"},
+    DTypeInfo{DType::kFloat4E2M1FnX2, "float4_e2m1fn_x2", 1, nullptr, nullptr, "Float4_e2m1fn_x2"},
+    DTypeInfo{DType::kBits8, "bits8", 1, nullptr, nullptr, "Bits8"},
+    DTypeInfo{DType::kBits16, "bits16", 2, nullptr, nullptr, "Bits16"},
+    DTypeInfo{DType::kBits1x8, "bits1x8", 1, nullptr, nullptr, "Bits1x8"},
+    DTypeInfo{DType::kBits2x4, "bits2x4", 1, nullptr, nullptr, "Bits2x4"},
+    DTypeInfo{DType::kBits4x2, "bits4x2", 1, nullptr, nullptr, "Bits4x2"},
+    DTypeInfo{DType::kBComplex32, "bcomplex32", 4, nullptr, nullptr, "BComplex32"},
+    DTypeInfo{DType::kUntyped, "untyped", 1, "UntypedStorage", nullptr, nullptr},
 };
 
 const DTypeInfo& info(DType d) {
@@ -60,6 +62,10 @@ const DTypeInfo& info(DType d) {
 
 std::string_view dtype_name(DType dtype) { return info(dtype).name; }
 uint32_t element_size(DType dtype) { return info(dtype).size; }
+
+uint32_t packed_values(DType dtype) {
+  return dtype == DType::kQUInt4x2 ? 2 : dtype == DType::kQUInt2x4 ? 4 : 1;
+}
 
 bool is_castable_float(DType d) {
   return d == DType::kFloat16 || d == DType::kBFloat16 || d == DType::kFloat32 || d == DType::kFloat64;
@@ -84,6 +90,7 @@ bool is_floating(DType d) {
 uint32_t swap_unit(DType d) {
   switch (d) {
     case DType::kComplex32:
+    case DType::kBComplex32:
     case DType::kComplex64:
     case DType::kComplex128: return element_size(d) / 2;
     default: return element_size(d);
@@ -100,7 +107,17 @@ std::optional<DType> dtype_from_storage_class(std::string_view name) {
   for (const auto& i : kTable) {
     if (i.storage_class != nullptr && name == i.storage_class) return i.dtype;
   }
+  // LibTorch's pickler (torch::pickle_save, torch.jit) spells every dtype
+  // "<c10::ScalarType>Storage", including those Python has no class for.
+  for (const auto& i : kTable) {
+    if (i.scalar_type != nullptr && name == libtorch_storage_class(i.dtype)) return i.dtype;
+  }
   return std::nullopt;
+}
+
+std::string libtorch_storage_class(DType dtype) {
+  const char* name = info(dtype).scalar_type;
+  return name == nullptr ? std::string() : std::string(name) + "Storage";
 }
 
 std::optional<DType> dtype_from_torch_attribute(std::string_view name) {

@@ -102,7 +102,10 @@ uint64_t Tensor::numel() const {
   return n;
 }
 
-uint64_t Tensor::nbytes() const { return numel() * element_size(dtype); }
+uint64_t Tensor::nbytes() const {
+  const uint32_t per = packed_values(dtype);
+  return (numel() + per - 1) / per * element_size(dtype);
+}
 
 std::optional<StoragePid> parse_storage_pid(const Value& pid) {
   if (pid.kind != ValueKind::kTuple || pid.items.empty()) return std::nullopt;
@@ -241,7 +244,8 @@ void validate_tensor_views(const Checkpoint& checkpoint) {
       last = *next;
     }
     const uint32_t elem = element_size(t.dtype);
-    const uint64_t capacity = elem == 0 ? 0 : s.nbytes / elem;
+    // quint4x2 / quint2x4 views count values, several to a storage byte.
+    const uint64_t capacity = elem == 0 ? 0 : s.nbytes / elem * packed_values(t.dtype);
     if (last >= capacity) {
       fail("tensor view (offset " + std::to_string(t.storage_offset) + ", shape " + std::to_string(t.shape.size()) +
            "-d) needs element " + std::to_string(last) + " but storage '" + s.key + "' has only " +

@@ -6,7 +6,11 @@
 // GenericDict but got None"); it knows no Parameter, no argparse or numpy
 // globals, cannot place storages on devices it was not built for, and reads
 // LONG1 only with 8 bytes. What it does read is what torch.save(dict(sd))
-// writes for CPU tensors: a plain dict of _rebuild_tensor_v2 calls.
+// writes for CPU tensors: a plain dict of _rebuild_tensor_v2 calls. It has
+// no _rebuild_tensor_v3 and no UntypedStorage: the dtypes torch 2.x saves
+// that way (float8, uint16, complex32, ...) become _rebuild_tensor_v2 calls
+// on a storage the writer names as LibTorch's pickler does
+// ("torch.Float8_e4m3fnStorage", counted in elements).
 #include <unordered_set>
 
 #include "ckptfix/state_dict.h"
@@ -26,6 +30,15 @@ void make_libtorch_state_dict(Checkpoint& checkpoint, const PassOptions& options
       t.parameter = false;
       const Value* requires_grad = t.rebuild->args->items.size() > 4 ? t.rebuild->args->items[4] : nullptr;
       t.requires_grad = requires_grad != nullptr && requires_grad->kind == ValueKind::kBool && requires_grad->boolean;
+    }
+    if (t.dtype_arg != nullptr) {  // _rebuild_tensor_v3(storage, ..., hooks, dtype[, metadata])
+      std::vector<Value*> args(t.rebuild->args->items.begin(), t.rebuild->args->items.begin() + 6);
+      t.rebuild->callable = graph.make_global("torch._utils", "_rebuild_tensor_v2");
+      t.rebuild->args = graph.make_tuple(std::move(args));
+      t.dtype_arg = nullptr;
+      Storage& s = checkpoint.storages()[static_cast<size_t>(t.storage)];
+      s.untyped = false;
+      s.numel = s.nbytes / element_size(s.dtype);
     }
     dict->entries.emplace_back(graph.make_str(e.key), t.value);
     storages.insert(t.storage);

@@ -8,10 +8,12 @@
 #include "ckptfix/error.h"
 #include "ckptfix/save.h"
 #include "ckptfix/verify.h"
+#include "model/checkpoint_impl.h"
 #include "io/input_file.h"
 #include "storage/storage_reader.h"
 #include "verify/byte_checker.h"
 #include "verify/gpu.h"
+#include "verify/torch_offsets.h"
 #include "zip/crc32.h"
 #include "zip/record_reader.h"
 #include "zip/zip_reader.h"
@@ -178,6 +180,7 @@ VerifyReport verify_written(const std::filesystem::path& path, const Checkpoint&
     }
     // The object graph, re-parsed.
     Checkpoint back = Checkpoint::open(path);
+    check_torch_computed_offsets(back, *back.impl().zip);
     compare_tensors(intended, back, written, report);
     report.gpu.bytes += written.readback_gpu.bytes;
     report.gpu.seconds += written.readback_gpu.seconds;
@@ -217,6 +220,7 @@ VerifyReport verify_file(const std::filesystem::path& path, const VerifyOptions&
       }
     }
     Checkpoint ck = Checkpoint::open(path);
+    if (ck.impl().zip) check_torch_computed_offsets(ck, *ck.impl().zip);
     report.tensors = ck.tensor_positions().size();
     for (const Storage& s : ck.storages()) {
       ++report.storages;

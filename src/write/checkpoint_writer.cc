@@ -1,5 +1,6 @@
 #include "write/checkpoint_writer.h"
 
+#include <algorithm>
 #include <cstdio>
 #include <memory>
 #include <unordered_map>
@@ -15,6 +16,7 @@
 #include "verify/byte_checker.h"
 #include "write/storage_writer.h"
 #include "zip/crc32.h"
+#include "zip/serialization_id.h"
 #include "zip/zip_writer.h"
 
 namespace ckptfix {
@@ -50,16 +52,34 @@ PickledObject pickle_checkpoint(const Checkpoint& checkpoint, bool libtorch_pick
     }
     const Storage& s = storages[index];
     const DType dtype = s.output_dtype();
-    const auto class_name = s.untyped ? std::optional<std::string_view>("UntypedStorage") : storage_class_name(dtype);
-    if (!class_name) {
-      throw Error(ErrorKind::kUnsupported, "storage '" + s.key + "' of type " + std::string(dtype_name(dtype)) +
-                                               " has no typed storage class to write");
+    // torch pickles its storage classes by their real module:
+    // torch.FloatStorage is torch.FloatStorage, UntypedStorage lives in
+    // torch.storage. LibTorch's unpickler knows no UntypedStorage but reads
+    // "torch.<c10::ScalarType>Storage" for every dtype it has.
+    std::optional<std::string> class_name;
+    const char* class_module = "torch";
+    if (libtorch_pickle) {
+      if (!s.untyped && dtype != DType::kUntyped) class_name = libtorch_storage_class(dtype);
+    } else if (s.untyped) {
+      class_name = "UntypedStorage";
+      class_module = "torch.storage";
+    } else if (const auto typed = storage_class_name(dtype)) {
+      class_name = std::string(*typed);
     }
-    const uint64_t numel = s.untyped ? s.output_nbytes() : s.output_nbytes() / element_size(dtype);
+    if (!class_name) {
+      throw Error(ErrorKind::kUnsupported,
+                  "storage '" + s.key + "' of type " + std::string(dtype_name(dtype)) +
+                      (libtorch_pickle ? " is untyped, which LibTorch's unpickler cannot read"
+                                       : " is a typed storage in LibTorch's spelling (torch." +
+                                             libtorch_storage_class(dtype) +
+                                             "), which Python's torch has no class for; it can only be "
+                                             "written for LibTorch's unpickler"));
+    }
+    const uint64_t numel = s.untyped && !libtorch_pickle ? s.output_nbytes() : s.output_nbytes() / element_size(dtype);
     if (keys[index] == nullptr) keys[index] = scratch.make_str(std::to_string(output_key[index]));
-    const std::string cls(*class_name);
+    const std::string& cls = *class_name;
     Value* pid = scratch.make_tuple(
-        {storage_tag, cached(classes, cls, [&] { return scratch.make_global("torch", cls); }), keys[index],
+        {storage_tag, cached(classes, cls, [&] { return scratch.make_global(class_module, cls); }), keys[index],
          cached(locations, s.location, [&] { return scratch.make_str(s.location); }),
          scratch.make_int(static_cast<int64_t>(numel))});
     save(pid);
@@ -77,11 +97,22 @@ SaveResult write_checkpoint(const Checkpoint& checkpoint, ByteSink& sink, const 
   const std::string root = result.archive_root + "/";
   const PickledObject pickled = pickle_checkpoint(checkpoint, options.libtorch_pickle);
   const auto& storages = checkpoint.storages();
+  const ArchiveStyle& style = checkpoint.impl().style;
 
   uint64_t total = 0;
   for (size_t index : pickled.storage_order) total += storages[index].output_nbytes();
 
-  ZipWriter zip(sink);
+  // Storage records: in key order where `.format_version` promises it (torch
+  // >= 2.7), else in the string order of the keys ("10" before "2"), as
+  // torch <= 2.6 writes them.
+  std::vector<size_t> record_keys(pickled.storage_order.size());
+  for (size_t key = 0; key < record_keys.size(); ++key) record_keys[key] = key;
+  if (!style.format_version) {
+    std::sort(record_keys.begin(), record_keys.end(),
+              [](size_t a, size_t b) { return std::to_string(a) < std::to_string(b); });
+  }
+
+  ZipWriter zip(sink, style.storage_alignment);
   struct Expected {
     uint64_t hash;
     bool has_hash;
@@ -89,18 +120,25 @@ SaveResult write_checkpoint(const Checkpoint& checkpoint, ByteSink& sink, const 
   };
   std::vector<Expected> expected;  // per record, in record order
   auto add_small = [&](const std::string& name, std::string_view bytes) {
-    zip.add(name, as_bytes(bytes));
+    zip.add(root + name, as_bytes(bytes));
     expected.push_back({XXH3_64bits(bytes.data(), bytes.size()), true, false});
   };
-  add_small(root + "data.pkl", pickled.bytes);
-  add_small(root + "byteorder", "little");
+  add_small("data.pkl", pickled.bytes);
+  if (style.format_version) {
+    add_small(".format_version", "1");
+    add_small(".storage_alignment", std::to_string(style.storage_alignment));
+  }
+  add_small("byteorder", "little");
 
   uint64_t done = 0;
-  StorageWriter writer(*checkpoint.impl().file, checkpoint.impl().file, sink, zip, readback, [&](uint64_t n) {
-    done += n;
-    if (options.progress) options.progress("writing", done, total);
-  });
-  for (size_t key = 0; key < pickled.storage_order.size(); ++key) {
+  // With `.format_version`, torch may compute where each storage is from its
+  // own padding rule, so no page-phase padding for faster kernel copies.
+  StorageWriter writer(*checkpoint.impl().file, checkpoint.impl().file, sink, zip, readback,
+                       /*page_phase=*/!style.format_version, [&](uint64_t n) {
+                         done += n;
+                         if (options.progress) options.progress("writing", done, total);
+                       });
+  for (size_t key : record_keys) {
     const size_t index = pickled.storage_order[key];
     WrittenStorage written;
     written.storage = index;
@@ -111,7 +149,8 @@ SaveResult write_checkpoint(const Checkpoint& checkpoint, ByteSink& sink, const 
     expected.push_back({written.hash, written.has_hash, writer.reads_back(written)});
     result.storages.push_back(std::move(written));
   }
-  add_small(root + "version", "3\n");
+  add_small("version", "3\n");
+  if (style.serialization_id) add_small(".data/serialization_id", torch_serialization_id(zip.records(), root));
   zip.finish();
   writer.finish();
 

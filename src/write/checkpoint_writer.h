@@ -1,11 +1,15 @@
-// Serializes a Checkpoint into a torch zip archive on any ByteSink.
+// Serializes a Checkpoint into a torch zip archive on any ByteSink, with the
+// records the torch that wrote the input writes (the input's ArchiveStyle):
 //
-// Records, in order: <root>/data.pkl, <root>/byteorder ("little"),
-// <root>/data/0 ... data/N-1, <root>/version ("3\n"). Storages are keyed in
-// the order the pickle first uses them, as torch 2.x does, and only
-// storages the pickle still references are written. `.format_version` is
-// deliberately omitted: torch 2.x would then compute record offsets itself
-// from assumptions about miniz's exact layout.
+//   <root>/data.pkl
+//   <root>/.format_version ("1"), <root>/.storage_alignment   (torch >= 2.7)
+//   <root>/byteorder ("little")                               (always)
+//   <root>/data/<key>...  key order (torch >= 2.7) or string order (<= 2.6)
+//   <root>/version ("3\n")
+//   <root>/.data/serialization_id                             (torch >= 2.1)
+//
+// Storages are keyed 0..N-1 in the order the pickle first uses them, as
+// torch does, and only storages the pickle still references are written.
 #pragma once
 
 #include "ckptfix/save.h"

@@ -40,11 +40,13 @@ Error damaged_input(const InputFile& file, const Storage& s, uint32_t actual) {
 }  // namespace
 
 StorageWriter::StorageWriter(const InputFile& input, std::shared_ptr<const InputFile> input_owner, ByteSink& sink,
-                             ZipWriter& zip, ReadBack* readback, std::function<void(uint64_t)> progress)
+                             ZipWriter& zip, ReadBack* readback, bool page_phase,
+                             std::function<void(uint64_t)> progress)
     : input_(input),
       sink_(sink),
       zip_(zip),
       readback_(readback),
+      page_phase_(page_phase),
       progress_(std::move(progress)),
       copier_(std::move(input_owner)) {}
 
@@ -53,7 +55,8 @@ void StorageWriter::write(const Storage& s, WrittenStorage& written) {
                          s.nbytes >= kMinFastPath;
   const bool unchanged = !s.cast_to && !s.big_endian;
   const bool kernel = from_file && unchanged && sink_.can_copy_from();
-  zip_.begin(written.record, written.nbytes, kernel ? std::optional<uint64_t>(s.source.offset) : std::nullopt);
+  zip_.begin(written.record, written.nbytes,
+             kernel && page_phase_ ? std::optional<uint64_t>(s.source.offset) : std::nullopt);
   bool crc_from_input = false;
   if (kernel && copy_in_kernel(s, written)) {
     crc_from_input = s.source.crc32 != 0;
@@ -78,6 +81,9 @@ bool StorageWriter::copy_in_kernel(const Storage& s, WrittenStorage& written) {
   if (s.source.crc32 == 0) {
     computed = worker_.run([this, &s] { return crc_of_input(input_, s.source.offset, s.nbytes, s.source.record); });
   }
+  std::array<std::byte, 8> head;
+  input_.read(s.source.offset, head, s.source.record);  // kMinFastPath > 8
+  zip_.note_direct_head(head);
   uint64_t done = 0;
   while (done < s.nbytes) {
     const uint64_t n = std::min(kCopySlice, s.nbytes - done);
@@ -140,6 +146,7 @@ void StorageWriter::convert_pipelined(const Storage& s, WrittenStorage& written)
           }
         }
         const size_t bytes = count * out_size;
+        if (element == 0) zip_.note_direct_head(std::span(out.data(), std::min<size_t>(bytes, 8)));
         pending[next] = worker_.run([this, &out, bytes, &out_crc, hash] {
           const std::span<const std::byte> data(out.data(), bytes);
           for (size_t p = 0; p < bytes; p += kPiece) {

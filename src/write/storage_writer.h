@@ -29,8 +29,10 @@ namespace ckptfix {
 
 class StorageWriter {
  public:
+  /// `page_phase`: kernel-copied records may keep their input's offset
+  /// modulo 4096 (more padding than torch's, for faster copies).
   StorageWriter(const InputFile& input, std::shared_ptr<const InputFile> input_owner, ByteSink& sink, ZipWriter& zip,
-                ReadBack* readback, std::function<void(uint64_t)> progress);
+                ReadBack* readback, bool page_phase, std::function<void(uint64_t)> progress);
 
   /// Writes the data of `storage` into the record `written.record`, which
   /// this begins and ends; fills written's CRC, hash and statistics.
@@ -51,6 +53,7 @@ class StorageWriter {
   ByteSink& sink_;
   ZipWriter& zip_;
   ReadBack* readback_;
+  bool page_phase_;
   std::function<void(uint64_t)> progress_;
   StorageCopier copier_;
   std::vector<std::future<void>> checks_;

@@ -1,5 +1,7 @@
 #include "zip/zip_writer.h"
 
+#include <algorithm>
+
 #include "ckptfix/error.h"
 #include "io/bytes.h"
 #include "zip/crc32.h"
@@ -33,7 +35,12 @@ uint32_t clamp32(uint64_t v) { return v >= k32 ? static_cast<uint32_t>(k32) : st
 
 }  // namespace
 
-ZipWriter::ZipWriter(ByteSink& sink) : sink_(sink) {}
+ZipWriter::ZipWriter(ByteSink& sink, uint32_t alignment) : sink_(sink), alignment_(alignment) {
+  if (alignment == 0 || alignment % kAlignment != 0 || alignment > 65536) {
+    throw Error(ErrorKind::kInvalidArgument,
+                "zip writer: alignment " + std::to_string(alignment) + " is not a multiple of 64 up to 65536");
+  }
+}
 
 void ZipWriter::begin(const std::string& name, uint64_t size, std::optional<uint64_t> page_phase) {
   if (in_record_) throw Error(ErrorKind::kInvalidArgument, "zip writer: record '" + name + "' begun inside another");
@@ -56,10 +63,12 @@ void ZipWriter::begin(const std::string& name, uint64_t size, std::optional<uint
     }
     if (far) append_le<uint64_t>(extra, rec.header_offset);
   }
-  // FB padding so the data starts 64-byte aligned (torch's getPadding).
+  // FB padding so the data starts aligned (torch's getPadding).
   const uint64_t start = rec.header_offset + 30 + name.size() + extra.size() + 4;
-  uint64_t pad = (kAlignment - start % kAlignment) % kAlignment;
-  if (page_phase && *page_phase % kAlignment == 0) pad = (*page_phase % 4096 + 4096 - start % 4096) % 4096;
+  uint64_t pad = (alignment_ - start % alignment_) % alignment_;
+  if (page_phase && alignment_ <= 4096 && 4096 % alignment_ == 0 && *page_phase % alignment_ == 0) {
+    pad = (*page_phase % 4096 + 4096 - start % 4096) % 4096;
+  }
   extra += "FB";
   append_le<uint16_t>(extra, static_cast<uint16_t>(pad));
   extra.append(pad, 'Z');
@@ -93,6 +102,11 @@ void ZipWriter::write(std::span<const std::byte> data) {
     throw Error(ErrorKind::kInvalidArgument, "zip writer: more bytes than declared for '" + rec.name + "'");
   }
   crc_ = crc32_update(crc_, data);
+  if (written_in_record_ < rec.head.size()) {
+    const size_t n = std::min(rec.head.size() - static_cast<size_t>(written_in_record_), data.size());
+    std::copy_n(data.begin(), n, rec.head.begin() + static_cast<std::ptrdiff_t>(written_in_record_));
+    rec.head_size = static_cast<size_t>(written_in_record_) + n;
+  }
   sink_.write(data);
   written_in_record_ += data.size();
 }
@@ -104,6 +118,12 @@ void ZipWriter::wrote_directly(uint64_t n) {
   }
   written_in_record_ += n;
   direct_in_record_ = true;
+}
+
+void ZipWriter::note_direct_head(std::span<const std::byte> head) {
+  WrittenRecord& rec = records_.back();
+  rec.head_size = std::min(head.size(), rec.head.size());
+  std::copy_n(head.begin(), rec.head_size, rec.head.begin());
 }
 
 void ZipWriter::end(std::optional<uint32_t> crc) {

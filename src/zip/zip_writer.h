@@ -8,13 +8,16 @@
 //    descriptor after the data (16 bytes, 24 when zip64) and in the central
 //    directory; a record of size 0 has no descriptor (flags 0x0800);
 //  * each local header carries an extra field "FB" + length + 'Z' padding
-//    so the record's data starts on a multiple of 64 bytes (written even
-//    when no padding is needed); a zip64 extra (sizes >= 4 GiB and/or
-//    header offset >= 4 GiB) precedes it;
+//    so the record's data starts on a multiple of the alignment (64 bytes,
+//    or torch's `config.save.storage_alignment`; written even when no
+//    padding is needed); a zip64 extra (sizes >= 4 GiB and/or header offset
+//    >= 4 GiB) precedes it;
 //  * the central directory has zip64 extras only where a field overflows,
 //    and the archive always ends with zip64 end record + locator + end record.
 #pragma once
 
+#include <array>
+#include <cstddef>
 #include <cstdint>
 #include <optional>
 #include <span>
@@ -32,25 +35,33 @@ struct WrittenRecord {
   uint64_t data_offset = 0;
   uint64_t size = 0;
   uint32_t crc32 = 0;
+  /// The first bytes of the data (up to 8): torch's serialization id looks at them.
+  std::array<std::byte, 8> head{};
+  size_t head_size = 0;
 };
 
 class ZipWriter {
  public:
   static constexpr uint32_t kAlignment = 64;
 
-  explicit ZipWriter(ByteSink& sink);
+  /// `alignment`: data offsets are multiples of it; a multiple of 64 of at
+  /// most 65536 (the FB field's length is 16 bits), else Error(kInvalidArgument).
+  explicit ZipWriter(ByteSink& sink, uint32_t alignment = kAlignment);
 
   /// Starts a record of exactly `size` bytes (the size decides zip64 fields
   /// and padding up front, as torch's writer does). With `page_phase`, the
-  /// data goes at an offset congruent to it modulo 4096 (still 64-byte
-  /// aligned): copying a record in the kernel from an input at that phase
-  /// then moves whole pages, about a third faster than shifted ones.
+  /// data goes at an offset congruent to it modulo 4096 (still aligned):
+  /// copying a record in the kernel from an input at that phase then moves
+  /// whole pages, about a third faster than shifted ones. Without it, the
+  /// padding is exactly torch's (the least that aligns the data).
   void begin(const std::string& name, uint64_t size, std::optional<uint64_t> page_phase = std::nullopt);
   /// Appends data to the current record.
   void write(std::span<const std::byte> data);
   /// Accounts for `n` bytes of the current record that were put into the
   /// sink directly (ByteSink::copy_from); their CRC must be given to end().
   void wrote_directly(uint64_t n);
+  /// The first bytes of data put into the sink directly (the head of the record).
+  void note_direct_head(std::span<const std::byte> head);
   /// Ends the current record (checks all `size` bytes were written). `crc`:
   /// the record's CRC-32 when its bytes did not all go through write().
   void end(std::optional<uint32_t> crc = std::nullopt);
@@ -63,6 +74,7 @@ class ZipWriter {
 
  private:
   ByteSink& sink_;
+  uint32_t alignment_;
   std::vector<WrittenRecord> records_;
   bool in_record_ = false;
   bool direct_in_record_ = false;

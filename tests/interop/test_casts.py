@@ -160,14 +160,10 @@ def sources():
 
 
 def load_output(path):
-    """torch.load of a ckptfix output. Outputs with float8 (or from float8)
-    hold torch.UntypedStorage persistent ids.
-    TODO(writer): ckptfix writes that class as `torch UntypedStorage`
-    (torch.save writes `torch.storage UntypedStorage`), which torch >= 2.6's
-    default weights_only load refuses; load those with weights_only=False
-    until the writer fix lands, then use the default load here."""
-    if VERSION >= (2, 6):
-        return torch.load(path, weights_only=False)
+    """torch.load of a ckptfix output with the judge's default settings
+    (weights_only under torch >= 2.6): outputs with float8 (or from float8)
+    name `torch.storage UntypedStorage`, as torch.save does, and must load
+    without any opt-out."""
     return torch.load(path)
 
 

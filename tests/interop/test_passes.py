@@ -367,10 +367,9 @@ class Cast(PassTest):
         support.run("cast", "--dtype", "bf16", self.fixture("all_dtypes.pt"), "-o", once, check=0)
         proc = support.run("cast", "--dtype", "bf16", "--json", once, "-o", twice, check=0)
         self.assertEqual(json.loads(proc.stdout)["inputs"][0]["status"], "unchanged")
-        # TODO(writer): float8 storages are written as `torch UntypedStorage`, which
-        # torch >= 2.6's default weights_only load refuses; use the default load
-        # once the writer writes `torch.storage UntypedStorage`.
-        actual = torch.load(once, weights_only=False) if support.torch_version() >= (2, 6) else torch.load(once)
+        # The default load (weights_only under torch >= 2.6): float8 outputs name
+        # `torch.storage UntypedStorage`, which it allows.
+        actual = torch.load(once)
         original = torch.load(self.fixture("all_dtypes.pt"))
         for key, t in original.items():
             if not t.is_floating_point():

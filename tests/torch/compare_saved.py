@@ -26,12 +26,12 @@ def main():
     parser.add_argument("fixture")
     parser.add_argument("--key", default="")
     args = parser.parse_args()
-    expected = torch.load(args.fixture, map_location="cpu")
+    expected = torch.load(args.fixture, map_location="cpu", weights_only=False)  # a trusted fixture
     for part in filter(None, args.key.split("/")):
         expected = expected[part]
     # The C++ side sees plain tensors: no _metadata, no Parameter wrappers.
     expected = collections.OrderedDict((k, v.detach().requires_grad_(v.requires_grad)) for k, v in expected.items())
-    actual = torch.load(args.saved)  # plain torch.load: every storage must be on the CPU
+    actual = torch.load(args.saved)  # the default load (weights_only=True since 2.6); every storage on the CPU
     if type(actual) is not collections.OrderedDict:
         print(f"torch.load returned {type(actual).__name__}, expected OrderedDict")
         return 1

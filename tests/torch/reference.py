@@ -37,7 +37,7 @@ def main():
     parser.add_argument("--dtype", default="")
     args = parser.parse_args()
     torch.set_num_threads(1)
-    sd = select(torch.load(args.file, map_location="cpu"), args.key)
+    sd = select(torch.load(args.file, map_location="cpu", weights_only=False), args.key)
     target = getattr(torch, args.dtype) if args.dtype else None
     converted, groups, out = {}, {}, []
     for name, original in sd.items():

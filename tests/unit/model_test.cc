@@ -119,6 +119,34 @@ TEST(Model, ErrorUnknownStorageClass) {
                "unknown storage class 'torch.WeirdStorage'");
 }
 
+TEST(Model, PackedQuantizedViewsCountValues) {
+  // quint2x4 packs four 2-bit values into a byte: 6 values need 2 bytes.
+  PickleBytes p;
+  p.proto().raw("}").unicode("w").tensor("QUInt2x4Storage", "0", 2, 0, {6}, {1}).raw("s.");
+  Checkpoint ck = Checkpoint::from_bytes(checkpoint_with(p.str(), "ab"), "mem.pt");
+  EXPECT_EQ(ck.tensors()[0].nbytes(), 2u);
+  PickleBytes q;
+  q.proto().raw("}").unicode("w").tensor("QUInt2x4Storage", "0", 2, 0, {9}, {1}).raw("s.");
+  expect_error([&] { Checkpoint::from_bytes(checkpoint_with(q.str(), "ab"), "mem.pt"); }, ErrorKind::kCorrupt,
+               "needs element 8 but storage '0' has only 8 elements");
+}
+
+TEST(DType, StorageClassesAsPythonAndLibTorchSpellThem) {
+  EXPECT_EQ(storage_class_name(DType::kFloat32), "FloatStorage");
+  // torch 2.x saves these as UntypedStorage + dtype: Python has no class for them.
+  EXPECT_FALSE(storage_class_name(DType::kComplex32));
+  EXPECT_FALSE(storage_class_name(DType::kFloat8E4M3Fn));
+  EXPECT_FALSE(storage_class_name(DType::kBComplex32));
+  // LibTorch's pickler spells every dtype <c10::ScalarType>Storage.
+  EXPECT_EQ(libtorch_storage_class(DType::kComplex32), "ComplexHalfStorage");
+  EXPECT_EQ(dtype_from_storage_class("ComplexHalfStorage"), DType::kComplex32);
+  EXPECT_EQ(dtype_from_storage_class("Float8_e4m3fnStorage"), DType::kFloat8E4M3Fn);
+  EXPECT_EQ(dtype_from_storage_class("HalfStorage"), DType::kFloat16);
+  EXPECT_EQ(dtype_from_torch_attribute("bcomplex32"), DType::kBComplex32);
+  EXPECT_EQ(packed_values(DType::kQUInt4x2), 2u);
+  EXPECT_EQ(packed_values(DType::kFloat4E2M1FnX2), 1u);
+}
+
 TEST(Model, ErrorNoDataPickle) {
   const std::string bytes = ZipBuilder().add("version", "3\n").finish();
   expect_error([&] { Checkpoint::from_bytes(bytes, "mem.pt"); }, ErrorKind::kNotCheckpoint,

@@ -57,6 +57,22 @@ TEST(ZipWriter, ReproducesTorchsOwnBytes) {
   EXPECT_EQ(sink.bytes(), original);
 }
 
+TEST(ZipWriter, AlignsToTorchsStorageAlignment) {
+  // config.save.storage_alignment = 4096: every record, data.pkl included,
+  // starts on a multiple of it, with the least padding (torch's getPadding).
+  MemorySink sink;
+  ZipWriter zip(sink, 4096);
+  zip.add("r/data.pkl", as_bytes("pickle"));
+  zip.add("r/data/0", as_bytes(std::string(5000, 'x')));
+  zip.finish();
+  ZipReader reader = read_zip(sink.bytes());
+  for (const ZipEntry& e : reader.entries()) EXPECT_EQ(e.data_offset % 4096, 0u) << e.name;
+  EXPECT_EQ(reader.entries()[0].data_offset, 4096u);
+  EXPECT_EQ(reader.entries()[1].data_offset, 8192u);
+  expect_error([&] { ZipWriter bad(sink, 100); }, ErrorKind::kInvalidArgument, "alignment 100 is not a multiple of 64");
+  expect_error([&] { ZipWriter bad(sink, 131072); }, ErrorKind::kInvalidArgument, "up to 65536");
+}
+
 TEST(ZipReader, FindsRecordsByNameNotPosition) {
   const std::string bytes = test::ZipBuilder("anything").add("version", "3\n").add("data.pkl", "x").finish();
   ZipReader reader = read_zip(bytes);
