@@ -5,6 +5,9 @@
 #include <cstdint>
 #include <string>
 
+#include <vector>
+
+#include <CLI/CLI.hpp>
 #include <nlohmann/json.hpp>
 
 #include "ckptfix/checkpoint.h"
@@ -22,9 +25,21 @@ constexpr int kExitUsage = 2;
 /// "1.5 MiB", "12 B".
 std::string human_bytes(uint64_t bytes);
 
-/// The one-line error: "ckptfix: error: 'FILE': WHERE: WHAT".
+/// The one-line error: "ckptfix: error: 'FILE': WHERE: WHAT". Text that is
+/// not a ckptfix::Error (which is printable already) is made printable.
 void print_error(const std::exception& e);
 void print_warning(const std::string& message);
+
+/// `doc` as indented JSON. Strings that are not UTF-8 (a key, a path) have
+/// their bad bytes replaced by U+FFFD, and the document then says so with
+/// "invalid_utf8_replaced": true.
+std::string json_text(nlohmann::json doc);
+
+/// Adds --limit NAME=VALUE (repeatable): a ReadLimits field by name.
+void add_limit_option(CLI::App* cmd, std::vector<std::string>& limits);
+/// Options for opening inputs with the --limit values; throws
+/// Error(kInvalidArgument) for an unknown name or a bad value.
+OpenOptions open_options(const std::vector<std::string>& limits);
 
 /// Usage errors (bad option values, an output that exists without --force)
 /// exit with 2; everything else with 1.

@@ -5,6 +5,7 @@
 
 #include "ckptfix/prefixes.h"
 #include "diff/element_reader.h"
+#include "error_boundary.h"
 
 namespace ckptfix {
 namespace {
@@ -93,9 +94,7 @@ void compare_values(const Checkpoint& a, const Tensor& ta, const Checkpoint& b, 
   }
 }
 
-}  // namespace
-
-DiffReport diff_checkpoints(const Checkpoint& a, const Checkpoint& b, const DiffOptions& options) {
+DiffReport compare(const Checkpoint& a, const Checkpoint& b, const DiffOptions& options) {
   DiffReport report;
   const auto pa = a.tensor_positions();
   const auto pb = b.tensor_positions();
@@ -135,6 +134,13 @@ DiffReport diff_checkpoints(const Checkpoint& a, const Checkpoint& b, const Diff
   }
   report.equal &= report.only_in_a.empty() && report.only_in_b.empty();
   return report;
+}
+
+}  // namespace
+
+DiffReport diff_checkpoints(const Checkpoint& a, const Checkpoint& b, const DiffOptions& options) {
+  // Errors name their file where they know it; anything else names A.
+  return error_boundary(a.file_name(), [&] { return compare(a, b, options); }, false);
 }
 
 }  // namespace ckptfix

@@ -68,7 +68,7 @@ void plan_cast(Checkpoint& checkpoint, const std::vector<TargetTensor>& targets,
       if (t.dtype_arg != nullptr) {
         // The dtype Global may be memo-shared with other tensors: replace, never mutate.
         Value* dtype = checkpoint.graph().make_global("torch", std::string(dtype_name(to)));
-        for (Value*& arg : t.rebuild->args->items) {
+        for (Value*& arg : t.rebuild->args()->items) {
           if (arg == t.dtype_arg) arg = dtype;
         }
         t.dtype_arg = dtype;

@@ -24,10 +24,10 @@ void make_libtorch_state_dict(Checkpoint& checkpoint, const PassOptions& options
     if (t.parameter) {  // a plain tensor in place of the Parameter wrapping it
       t.value = t.rebuild;
       t.parameter = false;
-      const Value* requires_grad = t.rebuild->args->items.size() > 4 ? t.rebuild->args->items[4] : nullptr;
+      const Value* requires_grad = t.rebuild->args()->items.size() > 4 ? t.rebuild->args()->items[4] : nullptr;
       t.requires_grad = requires_grad != nullptr && requires_grad->kind == ValueKind::kBool && requires_grad->boolean;
     }
-    dict->entries.emplace_back(graph.make_str(e.key), t.value);
+    dict->entries().emplace_back(graph.make_str(e.key), t.value);
     storages.insert(t.storage);
   }
   checkpoint.set_root(dict);

@@ -22,10 +22,10 @@ std::string without_trailing_dot(std::string prefix) {
 // The `_metadata` OrderedDict torch attaches to a state dict (BUILD state).
 Entries* metadata_of(Value& dict) {
   if (dict.kind != ValueKind::kObject) return nullptr;
-  for (Value* state : dict.states) {
+  for (Value* state : dict.states()) {
     if (state->kind != ValueKind::kDict) continue;
-    for (auto& [k, v] : state->entries) {
-      if (k->is_str() && k->text == "_metadata" && is_dict_like(*v)) return &v->entries;
+    for (auto& [k, v] : state->entries()) {
+      if (k->is_str() && k->text == "_metadata" && is_dict_like(*v)) return &v->entries();
     }
   }
   return nullptr;
@@ -48,7 +48,7 @@ Entries::iterator find_key(Entries& entries, const std::string& key) {
 
 void strip_prefix(ValueGraph& graph, Value& dict, const Path& path, const std::string& prefix, PassReport& report) {
   if (prefix.empty()) return;
-  Entries& entries = dict.entries;
+  Entries& entries = dict.entries();
   // Check for collisions before changing anything.
   std::unordered_map<std::string, std::string> final_names;  // new key -> original key
   for (const auto& [k, v] : entries) {
@@ -95,7 +95,7 @@ void strip_prefix(ValueGraph& graph, Value& dict, const Path& path, const std::s
 
 void add_prefix(ValueGraph& graph, Value& dict, const Path& path, const std::string& prefix, PassReport& report) {
   if (prefix.empty()) return;
-  Entries& entries = dict.entries;
+  Entries& entries = dict.entries();
   std::unordered_map<std::string, std::string> final_names;
   for (const auto& [k, v] : entries) {
     if (!k->is_str()) continue;
@@ -128,7 +128,7 @@ void add_prefix(ValueGraph& graph, Value& dict, const Path& path, const std::str
     }
     if (!wrapped) {  // the wrapper module's own entry, as nn.DataParallel's state_dict has it
       Value* version = graph.make(ValueKind::kDict);
-      version->entries.emplace_back(graph.make_str("version"), graph.make_int(1));
+      version->entries().emplace_back(graph.make_str("version"), graph.make_int(1));
       meta->insert(meta->begin(), {graph.make_str(""), version});
     }
   }
