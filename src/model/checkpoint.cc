@@ -80,7 +80,8 @@ Checkpoint open_input(std::shared_ptr<const InputFile> file, const OpenOptions& 
   auto impl = std::make_unique<Checkpoint::Impl>();
   impl->file = std::move(file);
   impl->limits = options.limits;
-  return error_boundary(impl->file->name(), [&] {
+  const std::string name = impl->file->name();  // a copy: impl goes into the Checkpoint, which may not survive
+  return error_boundary(name, [&] {
     read_any_checkpoint(*impl, options);
     Checkpoint checkpoint = Checkpoint::adopt(std::move(impl));
     validate_tensor_views(checkpoint);
