@@ -16,7 +16,7 @@ attack needs it and nowhere else. The files, by class:
 
   injection   stack_global_injection.pt, module_newline_injection.pt,
               inst_bad_name.pt, global_not_identifier.pt, non_utf8_global.pt
-  depth       deep_build_chain.pt, deep_list.pt
+  depth       deep_build_chain.pt, deep_namespace_chain.pt, deep_list.pt
   names       many_dots_global.pt
   sharing     shared_dag.pt, deep_shared_key.pt
   stack       pop_below_mark.pt
@@ -227,9 +227,19 @@ def non_utf8_global(path):
 
 
 def deep_build_chain(path, depth=100_000):
-    """argparse.Namespace objects, each BUILT with {'next': the next one}, 100k
-    deep (stack overflow in the graph walk). torch.load(weights_only=False)
-    reads it: its unpickler does not recurse."""
+    """argparse.Namespace objects, each BUILT with the next one as its state,
+    100k deep: the graph walk recursed on every state (stack overflow in
+    inspect, convert, check). torch.load refuses it too ("state is not a
+    dictionary"); deep_namespace_chain.pt is the same depth torch reads."""
+    p = proto(2) + global_op('argparse', 'Namespace') + binput(0)
+    p += (binget(0) + EMPTY_TUPLE + REDUCE) * depth + NONE + BUILD * depth + STOP
+    checkpoint(path, p)
+
+
+def deep_namespace_chain(path, depth=100_000):
+    """argparse.Namespace objects, each BUILT with {'next': the next one},
+    100k deep. torch.load(weights_only=False) reads it: its unpickler does
+    not recurse."""
     p = proto(2) + global_op('argparse', 'Namespace') + binput(0) + unicode_op('next') + binput(1) + POP
     p += (binget(0) + EMPTY_TUPLE + REDUCE + MARK + binget(1)) * (depth - 1)
     p += binget(0) + EMPTY_TUPLE + REDUCE + (DICT + BUILD) * (depth - 1) + STOP
@@ -467,6 +477,7 @@ ATTACKS = {
     'global_not_identifier.pt': global_not_identifier,
     'non_utf8_global.pt': non_utf8_global,
     'deep_build_chain.pt': deep_build_chain,
+    'deep_namespace_chain.pt': deep_namespace_chain,
     'deep_list.pt': deep_list,
     'many_dots_global.pt': many_dots_global,
     'shared_dag.pt': shared_dag,
