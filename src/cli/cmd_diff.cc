@@ -45,7 +45,17 @@ int run(DiffArgs& args) {
   }
   try {
     if (args.options.atol < 0 || args.options.rtol < 0) throw Error(ErrorKind::kInvalidArgument, "--atol and --rtol must not be negative");
-    const OpenOptions open = open_options(args.limits);
+    // max_compared_elements is the comparison's own limit; the others are ReadLimits.
+    std::vector<std::string> read_limits;
+    for (const std::string& l : args.limits) {
+      const auto [name, value] = parse_limit(l);
+      if (name == "max_compared_elements") {
+        args.options.max_compared_elements = value;
+      } else {
+        read_limits.push_back(l);
+      }
+    }
+    const OpenOptions open = open_options(read_limits);
     const Checkpoint a = Checkpoint::open(args.a, open);
     const Checkpoint b = Checkpoint::open(args.b, open);
     const DiffReport r = diff_checkpoints(a, b, args.options);
@@ -122,7 +132,7 @@ CommandRun register_diff(CLI::App& app) {
   cmd->add_flag("--ignore-dtype", args->options.ignore_dtype, "Do not count dtype differences (values still compared)");
   cmd->add_flag("--ignore-device", args->options.ignore_device, "Do not count saved-device differences");
   cmd->add_flag("--json", args->json, "Print one JSON document (schema in docs/cli.md)");
-  add_limit_option(cmd, args->limits);
+  add_limit_option(cmd, args->limits, "max_compared_elements");
   return [args] { return run(*args); };
 }
 

@@ -35,40 +35,44 @@ std::string json_text(nlohmann::json doc) {
   }
 }
 
-void add_limit_option(CLI::App* cmd, std::vector<std::string>& limits) {
+void add_limit_option(CLI::App* cmd, std::vector<std::string>& limits, const std::string& extra) {
   std::string names;
   for (std::string_view n : ReadLimits::names()) names += (names.empty() ? "" : ", ") + std::string(n);
+  if (!extra.empty()) names += ", " + extra;
   cmd->add_option("--limit", limits,
                   "NAME=VALUE: raise (or lower) a limit on what reading a file may cost (repeatable; "
                   "docs/security.md): " + names + ". VALUE may end in K, M, G or T (powers of 1024)")
       ->allow_extra_args(false);
 }
 
+std::pair<std::string, uint64_t> parse_limit(const std::string& item) {
+  const auto eq = item.find('=');
+  auto bad = [&](const std::string& why) { return Error(ErrorKind::kInvalidArgument, "--limit '" + item + "': " + why); };
+  if (eq == std::string::npos) throw bad("expected NAME=VALUE");
+  std::string value = item.substr(eq + 1);
+  unsigned shift = 0;
+  if (!value.empty()) {
+    const std::string units = "KMGT";
+    const auto unit = units.find(value.back());
+    if (unit != std::string::npos) {
+      shift = 10 * static_cast<unsigned>(unit + 1);
+      value.pop_back();
+    }
+  }
+  if (value.empty() || value.find_first_not_of("0123456789") != std::string::npos || value.size() > 19) {
+    throw bad("VALUE must be a non-negative integer, optionally ending in K, M, G or T");
+  }
+  const uint64_t number = std::stoull(value);
+  if (shift > 0 && number > (UINT64_MAX >> shift)) throw bad("VALUE is too large");
+  return {item.substr(0, eq), number << shift};
+}
+
 OpenOptions open_options(const std::vector<std::string>& limits) {
   OpenOptions options;
   for (const std::string& item : limits) {
-    const auto eq = item.find('=');
-    auto bad = [&](const std::string& why) {
-      return Error(ErrorKind::kInvalidArgument, "--limit '" + item + "': " + why);
-    };
-    if (eq == std::string::npos) throw bad("expected NAME=VALUE");
-    const std::string name = item.substr(0, eq);
-    std::string value = item.substr(eq + 1);
-    unsigned shift = 0;
-    if (!value.empty()) {
-      const std::string units = "KMGT";
-      const auto unit = units.find(value.back());
-      if (unit != std::string::npos) {
-        shift = 10 * static_cast<unsigned>(unit + 1);
-        value.pop_back();
-      }
-    }
-    if (value.empty() || value.find_first_not_of("0123456789") != std::string::npos || value.size() > 19) {
-      throw bad("VALUE must be a non-negative integer, optionally ending in K, M, G or T");
-    }
-    const uint64_t number = std::stoull(value);
-    if (shift > 0 && number > (UINT64_MAX >> shift)) throw bad("VALUE is too large");
-    if (!options.limits.set(name, number << shift)) {
+    const auto [name, value] = parse_limit(item);
+    auto bad = [&](const std::string& why) { return Error(ErrorKind::kInvalidArgument, "--limit '" + item + "': " + why); };
+    if (!options.limits.set(name, value)) {
       std::string names;
       for (std::string_view n : ReadLimits::names()) names += (names.empty() ? "" : ", ") + std::string(n);
       throw bad("unknown limit '" + name + "'; the limits are " + names);

@@ -35,8 +35,11 @@ void print_warning(const std::string& message);
 /// "invalid_utf8_replaced": true.
 std::string json_text(nlohmann::json doc);
 
-/// Adds --limit NAME=VALUE (repeatable): a ReadLimits field by name.
-void add_limit_option(CLI::App* cmd, std::vector<std::string>& limits);
+/// Adds --limit NAME=VALUE (repeatable): a ReadLimits field by name, or
+/// one of `extra` (a command's own limits, comma-separated).
+void add_limit_option(CLI::App* cmd, std::vector<std::string>& limits, const std::string& extra = "");
+/// One --limit NAME=VALUE (VALUE may end in K, M, G, T); throws Error(kInvalidArgument).
+std::pair<std::string, uint64_t> parse_limit(const std::string& item);
 /// Options for opening inputs with the --limit values; throws
 /// Error(kInvalidArgument) for an unknown name or a bad value.
 OpenOptions open_options(const std::vector<std::string>& limits);

@@ -26,6 +26,8 @@ attack needs it and nowhere else. The files, by class:
   time        long_decimal.pt, many_globals.pt, big_metadata.pt
   output      non_utf8_key.pt, terminal_escapes.pt
   tensors     huge_shape_stride0.pt, huge_nbytes.pt
+  diff        expanded_huge.pt, deflated_views.pt (sound; diffing one with
+              itself read without bound)
   reference   good.pt (a sound state dict, the other side of `diff`)
 """
 
@@ -402,12 +404,9 @@ def many_tiny_storages(path, count=1_000_000):
     """A list of 1M one-element float storages, each its own zip record."""
     p = proto(2) + EMPTY_LIST + binput(0) + unicode_op('storage') + binput(1) + POP
     p += global_op('torch', 'FloatStorage') + binput(2) + POP + unicode_op('cpu') + binput(3) + POP
-    items = []
-    for i in range(count):
-        items.append(MARK + binget(1) + binget(2) + unicode_op(str(i)) + binget(3) + b'K\x01' + TUPLE + BINPERSID)
-    for i in range(0, count, 1000):
-        p += MARK + b''.join(items[i:i + 1000]) + APPENDS
-    p += STOP
+    items = [MARK + binget(1) + binget(2) + unicode_op(str(i)) + binget(3) + b'K\x01' + TUPLE + BINPERSID
+             for i in range(count)]
+    p = b''.join([p] + [MARK + b''.join(items[i:i + 1000]) + APPENDS for i in range(0, count, 1000)] + [STOP])
     one = struct.pack('<f', 1.0)
     records = [Record('archive/data.pkl', p, deflated=True)]
     records += [Record(f'archive/data/{i}', one) for i in range(count)]
@@ -422,21 +421,17 @@ def long_decimal(path, digits=1_000_000):
 
 def many_globals(path, count=200_000):
     """A list of 200k distinct globals (each was compared with all before it)."""
-    p = proto(2) + EMPTY_LIST
-    for i in range(0, count, 1000):
-        p += MARK + b''.join(global_op('mypackage.layers', f'Layer{j}') for j in range(i, i + 1000)) + APPENDS
-    checkpoint(path, p + STOP)
+    batches = [MARK + b''.join(global_op('mypackage.layers', f'Layer{j}') for j in range(i, i + 1000)) + APPENDS
+               for i in range(0, count, 1000)]
+    checkpoint(path, b''.join([proto(2), EMPTY_LIST] + batches + [STOP]))
 
 
 def big_metadata(path, count=200_000):
     """A DataParallel state dict whose _metadata has 200k 'module.' entries:
     strip-prefix searched the whole list for each of them."""
-    meta = ordered_dict() + MARK
-    for i in range(count):
-        meta += unicode_op(f'module.m{i}') + EMPTY_DICT
-    meta += SETITEMS
+    meta = [ordered_dict(), MARK] + [unicode_op(f'module.m{i}') + EMPTY_DICT for i in range(count)] + [SETITEMS]
     p = proto(2) + state_dict([('module.w', tensor('0', 4, (4,), (1,)))])
-    p += EMPTY_DICT + unicode_op('_metadata') + meta + SETITEM + BUILD + STOP
+    p += EMPTY_DICT + unicode_op('_metadata') + b''.join(meta) + SETITEM + BUILD + STOP
     checkpoint(path, p, [('0', FOUR_FLOATS)], pickle_deflated=True)
 
 
@@ -461,6 +456,30 @@ def huge_shape_stride0(path):
     bits (it was taken as 0 bytes); torch refuses it."""
     p = proto(2) + state_dict([('w', tensor('0', 1, (1 << 32, 1 << 32), (0, 0)))]) + STOP
     checkpoint(path, p, [('0', FOUR_FLOATS[:4])])
+
+
+def expanded_huge(path):
+    """shape (2^40,), stride (0,) over one float: torch reads it (an expanded
+    tensor, 4 TiB of elements); `diff` of it compared 2^40 elements."""
+    p = proto(2) + state_dict([('w', tensor('0', 1, (1 << 40,), (0,)))]) + STOP
+    checkpoint(path, p, [('0', FOUR_FLOATS[:4])])
+
+
+def deflated_views(path, views=20_000, numel=16 << 20):
+    """20k one-element views at the end of one deflated 64 MiB storage:
+    `diff` inflated the storage from its start for each view (1.3 TB)."""
+    pid = tuple_of([unicode_op('storage'), global_op('torch', 'FloatStorage'), unicode_op('0'), unicode_op('cpu'),
+                    int_op(numel)]) + binput(1)
+    rebuild = global_op('torch._utils', '_rebuild_tensor_v2') + binput(2)
+    shape = tuple_of([int_op(1)]) + binput(3)
+    hooks = ordered_dict() + binput(4)
+    parts = [proto(2), ordered_dict(), binput(0), MARK, unicode_op('t0'), rebuild, MARK, pid, BINPERSID,
+             int_op(numel - 1), shape, binget(3), NEWFALSE, hooks, TUPLE, REDUCE]
+    for i in range(1, views):
+        parts += [unicode_op(f't{i}'), binget(2), MARK, binget(1), BINPERSID, int_op(numel - 1), binget(3), binget(3),
+                  NEWFALSE, binget(4), TUPLE, REDUCE]
+    parts += [SETITEMS, STOP]
+    checkpoint(path, b''.join(parts), [deflated_record('archive/data/0', [(b'\0', numel * 4)])])
 
 
 def huge_nbytes(path):
@@ -496,6 +515,8 @@ ATTACKS = {
     'terminal_escapes.pt': terminal_escapes,
     'huge_shape_stride0.pt': huge_shape_stride0,
     'huge_nbytes.pt': huge_nbytes,
+    'expanded_huge.pt': expanded_huge,
+    'deflated_views.pt': deflated_views,
 }
 
 
