@@ -121,6 +121,7 @@ BatchResult run_batch(const std::vector<Input>& inputs, const BatchArgs& args, c
         outcome = failed_outcome(input, Error(ErrorKind::kNotCheckpoint, input.error).in_file(input.path));
       } else {
         display.begin(slot, input.path);
+        set_current_input(input.path);
         Progress progress(display.enabled() ? &display : nullptr, slot);
         const auto t0 = std::chrono::steady_clock::now();
         try {
@@ -131,6 +132,8 @@ BatchResult run_batch(const std::vector<Input>& inputs, const BatchArgs& args, c
         outcome.doc["seconds"] = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
         display.end(slot);
       }
+      set_current_input("");
+      rearm_memory_reserve();
       std::lock_guard<std::mutex> lock(mutex);
       result.outcomes[i] = std::move(outcome);
       done[i] = true;

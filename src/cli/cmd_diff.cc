@@ -56,6 +56,8 @@ int run(DiffArgs& args) {
       }
     }
     const OpenOptions open = open_options(read_limits);
+    set_current_input(args.a);
+    set_last_resort_exit_code(kExitUsage);
     const Checkpoint a = Checkpoint::open(args.a, open);
     const Checkpoint b = Checkpoint::open(args.b, open);
     const DiffReport r = diff_checkpoints(a, b, args.options);

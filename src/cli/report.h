@@ -59,4 +59,19 @@ nlohmann::json gpu_json(const GpuReport& gpu);
 /// Version string.
 const char* version();
 
+/// The input this thread is working on, for the last-resort error line
+/// (see install_last_resort_handlers); empty when none.
+void set_current_input(const std::string& path);
+
+/// Makes running out of memory end in the usual one-line error and exit 1,
+/// never in std::terminate: a reserve of memory is given back at the first
+/// failed allocation (so that code which allocates while it unwinds, like
+/// nlohmann::json's destructor, can finish), and should an exception still
+/// reach std::terminate, it prints "ckptfix: error: 'FILE': ..." and exits 1.
+void install_last_resort_handlers();
+/// Takes the memory reserve again once an input that ran out of memory is done.
+void rearm_memory_reserve();
+/// The exit code of the last-resort line (1; diff, where 1 means "different", sets 2).
+void set_last_resort_exit_code(int code);
+
 }  // namespace ckptfix::cli
