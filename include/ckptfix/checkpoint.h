@@ -16,6 +16,7 @@
 #include <optional>
 #include <span>
 #include <string>
+#include <string_view>
 #include <variant>
 #include <vector>
 
@@ -123,10 +124,46 @@ struct GlobalRef {
   std::string dotted() const { return module + "." + name; }
 };
 
+/// Resource limits for reading a file (docs/security.md). Whatever a file
+/// holds, they bound the time and memory reading it takes; a file beyond one
+/// fails with Error(kLimit) naming the field. The defaults are far above
+/// what torch.save writes; raise one to read a sound file that is simply
+/// that large (on the command line: --limit NAME=VALUE).
+struct ReadLimits {
+  /// Bytes of the object pickle (data.pkl) after inflating; it is held in memory.
+  uint64_t max_pickle_bytes = uint64_t{1} << 30;
+  /// Values, MARKs and memo entries the pickle reader holds at once (popped
+  /// values are freed). 0: 2 per byte of the file, plus 2^20.
+  uint64_t max_pickle_values = 0;
+  /// Nesting depth of the object graph: steps from the root to any value.
+  uint64_t max_depth = 1000;
+  /// Bytes of a global's module and of its name.
+  uint64_t max_name_bytes = 1024;
+  /// Work of one walk over the object graph, which visits a value shared by
+  /// several paths once per path: a step per visit plus one per 32 bytes of
+  /// its path. 0: 64 per value of the graph, plus 2^24.
+  uint64_t max_walk_steps = 0;
+  /// The deflated records of an archive may inflate, together, to this many
+  /// times the file's size (0: no limit) ...
+  uint64_t max_inflate_ratio = 100;
+  /// ... or to this many bytes, whichever is more.
+  uint64_t inflate_allowance_bytes = uint64_t{64} << 20;
+  /// Bytes the deflated records of an archive may inflate to, together, at most.
+  uint64_t max_inflated_bytes = uint64_t{256} << 30;
+  /// Storages of a checkpoint (records of a zip archive, beyond a few).
+  uint64_t max_storages = uint64_t{1} << 18;
+
+  /// Sets the field called `name` ("max_depth", ...); false if there is none.
+  bool set(std::string_view name, uint64_t value);
+  /// The names of the fields, for messages.
+  static std::vector<std::string_view> names();
+};
+
 /// Options for opening a checkpoint.
 struct OpenOptions {
   /// Also accept a zip archive whose `version` record is missing (torch refuses it).
   bool allow_missing_version = true;
+  ReadLimits limits;
 };
 
 /// An opened checkpoint. Movable, not copyable.
@@ -144,6 +181,8 @@ class Checkpoint {
 
   /// The path as given to open().
   const std::string& file_name() const;
+  /// The limits it was opened with (a file written from it is verified with them).
+  const ReadLimits& read_limits() const;
   uint64_t file_size() const;
   CheckpointFormat format() const;
   /// The zip archive's root folder ("archive", "model", ...); empty for legacy files.

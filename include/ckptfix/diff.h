@@ -25,6 +25,13 @@ struct DiffOptions {
   /// still compared, in float64.
   bool ignore_dtype = false;
   bool ignore_device = false;
+  /// Elements the comparison may read, in all: each tensor's elements, the
+  /// span a strided view reads, and what inflating a deflated storage up to
+  /// a view's offset costs. It bounds files whose views repeat or overlap
+  /// (a stride-0 tensor of 2^40 elements over one float, 10^5 views at the
+  /// end of one deflated storage); Error(kLimit) beyond it. 0: 2^26, plus 4
+  /// per element of both files' storages.
+  uint64_t max_compared_elements = 0;
 };
 
 /// How one tensor present in both files compares.

@@ -7,6 +7,10 @@
 // what() renders all of it on one line:
 //
 //   'model.pt': archive/data.pkl+0x1a3: unknown pickle opcode 0x9f
+//
+// File names, keys and names inside an Error come from the input, so every
+// part is stored as printable() makes it: a key holding a newline or a
+// terminal escape cannot break the line or forge output.
 #pragma once
 
 #include <exception>
@@ -27,6 +31,8 @@ enum class ErrorKind {
   kExists,          ///< the output exists and overwriting was not allowed
   kVerification,    ///< a written file did not verify against what was intended
   kGpu,             ///< the GPU round trip was required but could not run or failed
+  kLimit,           ///< the input exceeds a resource limit (ReadLimits); it may be sound, and raising the limit reads it
+  kInternal,        ///< a failure that is a bug in ckptfix (an unexpected exception, reported instead of a crash)
 };
 
 /// Stable lower-case name of an ErrorKind, e.g. "corrupt" (used in JSON reports).
@@ -73,5 +79,15 @@ class Error : public std::exception {
 
 /// Formats an offset the way every message does: "0x1a3".
 std::string hex_offset(unsigned long long offset);
+
+/// `text` made safe to print on one line of a terminal: C0 and C1 control
+/// characters, DEL, line and paragraph separators and bidirectional
+/// controls become \xNN or \uNNNN escapes, and bytes that are not UTF-8
+/// become \xNN. Everything else, non-ASCII letters included, is kept.
+/// Idempotent (a backslash is not escaped), so text may pass through twice.
+std::string printable(std::string_view text);
+
+/// True when `text` is valid UTF-8 (what JSON output needs as it is).
+bool is_valid_utf8(std::string_view text);
 
 }  // namespace ckptfix

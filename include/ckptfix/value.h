@@ -14,6 +14,7 @@
 
 #include <cstdint>
 #include <deque>
+#include <memory>
 #include <string>
 #include <string_view>
 #include <utility>
@@ -48,46 +49,100 @@ enum class ObjectCreation : uint8_t {
   kNewObjEx,  ///< cls.__new__(cls, *args, **kwargs)
 };
 
-/// One mutation pickle applied to an Object after creating it, kept in order.
 struct Value;
 
-struct Value {
-  ValueKind kind = ValueKind::kNone;
-  bool boolean = false;
-  int64_t integer = 0;
-  uint64_t float_bits = 0;
-  std::string text;  ///< str/bytes payload, big int bytes, or a global's module
+/// What only some kinds of value have: dict items, a global's name, an
+/// object's call and state, a persistent id. Kept apart from Value so that
+/// the common values (numbers, strings, tuples, lists) stay small.
+struct ValueParts {
   std::string name;  ///< a global's attribute name
-
-  /// tuple/list/set elements; for an Object, what APPEND(S) added.
-  std::vector<Value*> items;
   /// dict items in order; for an Object, what SETITEM(S) added.
   std::vector<std::pair<Value*, Value*>> entries;
-
-  // kObject
   ObjectCreation creation = ObjectCreation::kReduce;
   Value* callable = nullptr;
   Value* args = nullptr;    ///< a tuple
   Value* kwargs = nullptr;  ///< kNewObjEx only
   std::vector<Value*> states;  ///< BUILD arguments, in order
+  Value* pid = nullptr;        ///< kPersistentId: the persistent id
+};
 
-  // kPersistentId
-  Value* pid = nullptr;
-  int32_t storage = -1;  ///< index into the checkpoint's storages, when the pid is a torch storage
+/// One value of the graph (88 bytes; dicts, globals, objects and persistent
+/// ids own a ValueParts besides). The accessors of the parts create them
+/// when written to; reading a part a value does not have gives an empty one.
+struct Value {
+  ValueKind kind = ValueKind::kNone;
+  bool boolean = false;
+  bool freed = false;    ///< its slot is free for reuse (see ValueGraph::free)
+  int32_t storage = -1;  ///< kPersistentId: index into the checkpoint's storages, when it is a torch storage
+  uint32_t refs = 0;     ///< references held while the pickle is read (the reader frees a value that loses its last)
+  union {
+    int64_t integer = 0;  ///< kInt
+    uint64_t float_bits;  ///< kFloat
+  };
+  std::string text;  ///< str/bytes payload, big int bytes, or a global's module
+  /// tuple/list/set elements; for an Object, what APPEND(S) added.
+  std::vector<Value*> items;
+
+  Value() = default;
+  Value(Value&&) noexcept = default;
+  Value& operator=(Value&&) noexcept = default;
+
+  const std::string& name() const { return parts().name; }
+  std::string& name() { return parts().name; }
+  const std::vector<std::pair<Value*, Value*>>& entries() const { return parts().entries; }
+  std::vector<std::pair<Value*, Value*>>& entries() { return parts().entries; }
+  ObjectCreation creation() const { return parts().creation; }
+  ObjectCreation& creation() { return parts().creation; }
+  Value* callable() const { return parts().callable; }
+  Value*& callable() { return parts().callable; }
+  Value* args() const { return parts().args; }
+  Value*& args() { return parts().args; }
+  Value* kwargs() const { return parts().kwargs; }
+  Value*& kwargs() { return parts().kwargs; }
+  const std::vector<Value*>& states() const { return parts().states; }
+  std::vector<Value*>& states() { return parts().states; }
+  Value* pid() const { return parts().pid; }
+  Value*& pid() { return parts().pid; }
+  bool has_parts() const { return parts_ != nullptr; }
 
   bool is(ValueKind k) const { return kind == k; }
   bool is_str() const { return kind == ValueKind::kStr; }
   std::string_view str() const { return text; }
   /// True for a Global naming exactly module.name.
   bool is_global(std::string_view module, std::string_view attr) const {
-    return kind == ValueKind::kGlobal && text == module && name == attr;
+    return kind == ValueKind::kGlobal && text == module && name() == attr;
   }
   /// For an Object: true when its callable is the Global module.name.
   bool is_call_to(std::string_view module, std::string_view attr) const {
-    return kind == ValueKind::kObject && callable != nullptr && callable->is_global(module, attr);
+    return kind == ValueKind::kObject && callable() != nullptr && callable()->is_global(module, attr);
   }
   /// "module.name" for a Global.
-  std::string dotted() const { return text + "." + name; }
+  std::string dotted() const { return text + "." + name(); }
+
+  /// Back to a fresh value of `k`, dropping everything it held.
+  void reset(ValueKind k) {
+    kind = k;
+    boolean = false;
+    freed = false;
+    storage = -1;
+    refs = 0;
+    integer = 0;
+    std::string().swap(text);
+    std::vector<Value*>().swap(items);
+    parts_.reset();
+  }
+
+ private:
+  static const ValueParts& no_parts() {
+    static const ValueParts empty;
+    return empty;
+  }
+  const ValueParts& parts() const { return parts_ ? *parts_ : no_parts(); }
+  ValueParts& parts() {
+    if (!parts_) parts_ = std::make_unique<ValueParts>();
+    return *parts_;
+  }
+  std::unique_ptr<ValueParts> parts_;
 };
 
 /// Owns every Value of one pickle. Addresses stay valid for its lifetime.
@@ -99,10 +154,17 @@ class ValueGraph {
   ValueGraph(ValueGraph&&) = default;
   ValueGraph& operator=(ValueGraph&&) = default;
 
+  /// A new value, in the slot of a freed one when there is one.
   Value* make(ValueKind kind) {
-    values_.emplace_back();
-    values_.back().kind = kind;
-    return &values_.back();
+    Value* v;
+    if (!free_.empty()) {
+      v = free_.back();
+      free_.pop_back();
+    } else {
+      v = &values_.emplace_back();
+    }
+    v->reset(kind);
+    return v;
   }
   Value* make_none() { return make(ValueKind::kNone); }
   Value* make_bool(bool b) {
@@ -123,7 +185,7 @@ class ValueGraph {
   Value* make_global(std::string module, std::string attr) {
     Value* v = make(ValueKind::kGlobal);
     v->text = std::move(module);
-    v->name = std::move(attr);
+    v->name() = std::move(attr);
     return v;
   }
   Value* make_tuple(std::vector<Value*> items) {
@@ -131,16 +193,28 @@ class ValueGraph {
     v->items = std::move(items);
     return v;
   }
-  size_t size() const { return values_.size(); }
+  /// Releases what `v` holds and makes its slot reusable. Only for values
+  /// nothing refers to any more (the reader frees what the pickle discards).
+  void free(Value* v) {
+    v->reset(ValueKind::kNone);
+    v->freed = true;
+    free_.push_back(v);
+  }
+  /// Values made and not freed.
+  size_t size() const { return values_.size() - free_.size(); }
 
-  /// Visits every value in creation order (the order the pickle made them).
+  /// Visits every value not freed, in creation order (the order the pickle
+  /// made them, where no slot was reused).
   template <typename F>
   void for_each(F&& f) {
-    for (Value& v : values_) f(v);
+    for (Value& v : values_) {
+      if (!v.freed) f(v);
+    }
   }
 
  private:
   std::deque<Value> values_;
+  std::vector<Value*> free_;
 };
 
 }  // namespace ckptfix

@@ -44,6 +44,9 @@ using ProgressCallback = std::function<void(std::string_view phase, uint64_t don
 struct VerifyOptions {
   GpuMode gpu = GpuMode::kAuto;
   ProgressCallback progress;  ///< phase "verifying"
+  /// How verify_file opens the file (its limits). verify_written re-opens a
+  /// written file with the limits the intended checkpoint was opened with.
+  OpenOptions open;
 };
 
 /// What the GPU round trip did.

@@ -36,6 +36,7 @@ void add_batch_options(CLI::App* cmd, BatchArgs& args) {
       ->check(CLI::NonNegativeNumber);
   cmd->add_flag("--json", args.json, "Print one JSON report on stdout (schema in docs/cli.md)");
   cmd->add_flag("-q,--quiet", args.quiet, "Print nothing but errors");
+  add_limit_option(cmd, args.limits);
 }
 
 std::vector<Input> expand_inputs(const BatchArgs& args) {
@@ -68,11 +69,19 @@ Outcome failed_outcome(const Input& input, const std::exception& e) {
   Outcome o;
   o.status = "failed";
   o.exit_code = kExitFailed;
-  std::string message = e.what();
-  if (const auto* err = dynamic_cast<const Error*>(&e)) {
-    o.exit_code = exit_code_for(*err);
-    o.doc["error_kind"] = to_string(err->kind());
-  }
+  // Every failure names the input: an Error that knows no file gets it, and
+  // anything else (which the library should never let out) becomes one.
+  Error err = [&] {
+    if (const auto* known = dynamic_cast<const Error*>(&e)) return *known;
+    if (dynamic_cast<const std::bad_alloc*>(&e) != nullptr) {
+      return Error(ErrorKind::kLimit, "out of memory (the file needs more than this machine can allocate)");
+    }
+    return Error(ErrorKind::kInternal, std::string("internal error: ") + e.what() + " (a bug in ckptfix)");
+  }();
+  err.in_file(input.path);
+  const std::string message = err.what();
+  o.exit_code = exit_code_for(err);
+  o.doc["error_kind"] = to_string(err.kind());
   o.doc["path"] = input.path;
   o.doc["status"] = "failed";
   o.doc["error"] = message;
@@ -112,6 +121,7 @@ BatchResult run_batch(const std::vector<Input>& inputs, const BatchArgs& args, c
         outcome = failed_outcome(input, Error(ErrorKind::kNotCheckpoint, input.error).in_file(input.path));
       } else {
         display.begin(slot, input.path);
+        set_current_input(input.path);
         Progress progress(display.enabled() ? &display : nullptr, slot);
         const auto t0 = std::chrono::steady_clock::now();
         try {
@@ -122,6 +132,8 @@ BatchResult run_batch(const std::vector<Input>& inputs, const BatchArgs& args, c
         outcome.doc["seconds"] = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
         display.end(slot);
       }
+      set_current_input("");
+      rearm_memory_reserve();
       std::lock_guard<std::mutex> lock(mutex);
       result.outcomes[i] = std::move(outcome);
       done[i] = true;
@@ -158,7 +170,7 @@ int finish_batch(const std::string& command, const BatchArgs& args, const BatchR
                       {"unchanged", result.unchanged},
                       {"failed", result.failed},
                       {"seconds", result.seconds}};
-    std::cout << out.dump(2) << std::endl;
+    std::cout << json_text(std::move(out)) << std::endl;
   }
   if (!args.json && !args.quiet && result.outcomes.size() > 1) {
     std::cerr << "ckptfix: " << command << ": " << result.outcomes.size() << " files: " << result.ok << " ok, "

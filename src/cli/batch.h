@@ -22,9 +22,10 @@ struct BatchArgs {
   int jobs = 0;                    ///< 0: one per core
   bool json = false;
   bool quiet = false;
+  std::vector<std::string> limits;  ///< --limit NAME=VALUE
 };
 
-/// Adds INPUTS..., --recursive, --glob, --jobs, --json, --quiet.
+/// Adds INPUTS..., --recursive, --glob, --jobs, --json, --quiet, --limit.
 void add_batch_options(CLI::App* cmd, BatchArgs& args);
 
 /// One input file.

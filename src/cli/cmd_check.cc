@@ -37,13 +37,14 @@ std::string quoted_list(const std::vector<std::string>& items) {
   return s;
 }
 
-std::vector<Violation> check_file(const CheckArgs& args, const std::vector<DType>& allowed, const Input& input,
-                                  Progress& progress) {
+std::vector<Violation> check_file(const CheckArgs& args, const std::vector<DType>& allowed, const OpenOptions& open,
+                                  const Input& input, Progress& progress) {
   std::vector<Violation> found;
   if (args.crc) {
     // verify_file checks every record's CRC-32 before anything else.
     VerifyOptions options;
     options.gpu = GpuMode::kOff;
+    options.open = open;
     options.progress = [&progress, started = false](std::string_view phase, uint64_t done, uint64_t total) mutable {
       if (!started) progress.phase(std::string(phase), total), started = true;
       progress.update(done);
@@ -57,7 +58,7 @@ std::vector<Violation> check_file(const CheckArgs& args, const std::vector<DType
     }
   }
   // Opening is the default check: a sound structure, no dangerous global.
-  Checkpoint ck = Checkpoint::open(input.path);
+  Checkpoint ck = Checkpoint::open(input.path, open);
   const std::vector<std::string> names = tensor_names(ck);
 
   if (!args.device.empty()) {
@@ -76,7 +77,7 @@ std::vector<Violation> check_file(const CheckArgs& args, const std::vector<DType
   const std::vector<TargetDict> dicts = select_dicts(ck, args.keys);
   for (const std::string& prefix : args.no_prefix) {
     for (const TargetDict& d : dicts) {
-      for (const auto& [k, v] : d.dict->entries) {
+      for (const auto& [k, v] : d.dict->entries()) {
         if (!k->is_str() || k->text.compare(0, prefix.size(), prefix) != 0) continue;
         Path path = d.path;
         path.push_back(k->text);
@@ -106,7 +107,9 @@ std::vector<Violation> check_file(const CheckArgs& args, const std::vector<DType
 int run(const CheckArgs& args) {
   std::vector<DType> allowed;
   std::vector<Input> inputs;
+  OpenOptions open;
   try {
+    open = open_options(args.batch.limits);
     for (const std::string& d : args.dtypes) allowed.push_back(parse_user_dtype(d, "--dtype"));
     if (!args.device.empty()) validate_device(args.device);
     for (const std::string& p : args.no_prefix) {
@@ -121,23 +124,28 @@ int run(const CheckArgs& args) {
     Outcome o;
     std::vector<Violation> violations;
     try {
-      violations = check_file(args, allowed, input, progress);
-    } catch (const Error& e) {
+      violations = check_file(args, allowed, open, input, progress);
+    } catch (const std::exception& e) {
       // A file that does not open (damaged, dangerous, not a checkpoint) fails
       // the gate, with the usual error line too.
-      violations.push_back({e.location().empty() ? "structure" : e.location(), e.message()});
       o = failed_outcome(input, e);
+      const auto* err = dynamic_cast<const Error*>(&e);
+      violations.push_back({err == nullptr || err->location().empty() ? "structure" : err->location(),
+                            err != nullptr ? err->message() : o.doc["error"].get<std::string>()});
     }
     o.doc["path"] = input.path;
     o.doc["violations"] = nlohmann::json::array();
+    // Keys come from the file: printed, they are made printable, so that no
+    // key can end a line and forge another ("model.pt: ok").
+    const std::string shown_path = printable(input.path);
     for (const Violation& v : violations) {
       o.doc["violations"].push_back({{"where", v.where}, {"what", v.what}});
-      o.out += input.path + ": " + v.where + ": " + v.what + "\n";
+      o.out += shown_path + ": " + printable(v.where) + ": " + printable(v.what) + "\n";
     }
     o.status = violations.empty() ? "ok" : "failed";
     o.exit_code = violations.empty() ? kExitOk : kExitFailed;
     o.doc["status"] = o.status;
-    if (violations.empty()) o.out = input.path + ": ok\n";
+    if (violations.empty()) o.out = shown_path + ": ok\n";
     return o;
   });
   return finish_batch("check", args.batch, result);

@@ -17,6 +17,7 @@ struct DiffArgs {
   DiffOptions options;
   std::vector<std::string> strip;  // --strip-prefix[=P]
   bool json = false;
+  std::vector<std::string> limits;  // --limit NAME=VALUE
 };
 
 std::string dims(const std::vector<int64_t>& v) {
@@ -44,8 +45,21 @@ int run(DiffArgs& args) {
   }
   try {
     if (args.options.atol < 0 || args.options.rtol < 0) throw Error(ErrorKind::kInvalidArgument, "--atol and --rtol must not be negative");
-    const Checkpoint a = Checkpoint::open(args.a);
-    const Checkpoint b = Checkpoint::open(args.b);
+    // max_compared_elements is the comparison's own limit; the others are ReadLimits.
+    std::vector<std::string> read_limits;
+    for (const std::string& l : args.limits) {
+      const auto [name, value] = parse_limit(l);
+      if (name == "max_compared_elements") {
+        args.options.max_compared_elements = value;
+      } else {
+        read_limits.push_back(l);
+      }
+    }
+    const OpenOptions open = open_options(read_limits);
+    set_current_input(args.a);
+    set_last_resort_exit_code(kExitUsage);
+    const Checkpoint a = Checkpoint::open(args.a, open);
+    const Checkpoint b = Checkpoint::open(args.b, open);
     const DiffReport r = diff_checkpoints(a, b, args.options);
     size_t value_diffs = 0, dtype_diffs = 0, shape_diffs = 0, device_diffs = 0;
     nlohmann::json tensors = nlohmann::json::array();
@@ -66,9 +80,9 @@ int run(DiffArgs& args) {
                          {"max_abs_diff", d.max_abs_diff},
                          {"max_rel_diff", d.max_rel_diff}});
       if (args.json || same) continue;
-      std::cout << d.key << ":";
+      std::cout << printable(d.key) << ":";  // keys and devices come from the files
       if (d.dtype_differs()) std::cout << " dtype " << d.dtype_a << " vs " << d.dtype_b << ";";
-      if (d.device_differs()) std::cout << " device " << d.device_a << " vs " << d.device_b << ";";
+      if (d.device_differs()) std::cout << " device " << printable(d.device_a) << " vs " << printable(d.device_b) << ";";
       if (d.shape_differs()) {
         std::cout << " shape " << dims(d.shape_a) << " vs " << dims(d.shape_b);
       } else {
@@ -78,16 +92,15 @@ int run(DiffArgs& args) {
       std::cout << "\n";
     }
     if (args.json) {
-      std::cout << nlohmann::json{{"ckptfix", version()},     {"command", "diff"},
-                                  {"a", args.a},               {"b", args.b},
-                                  {"equal", r.equal},          {"atol", args.options.atol},
-                                  {"rtol", args.options.rtol}, {"only_in_a", r.only_in_a},
-                                  {"only_in_b", r.only_in_b},  {"tensors", tensors}}
-                       .dump(2)
+      std::cout << json_text({{"ckptfix", version()},     {"command", "diff"},
+                              {"a", args.a},               {"b", args.b},
+                              {"equal", r.equal},          {"atol", args.options.atol},
+                              {"rtol", args.options.rtol}, {"only_in_a", r.only_in_a},
+                              {"only_in_b", r.only_in_b},  {"tensors", tensors}})
                 << std::endl;
     } else {
-      for (const std::string& k : r.only_in_a) std::cout << "only in A: " << k << "\n";
-      for (const std::string& k : r.only_in_b) std::cout << "only in B: " << k << "\n";
+      for (const std::string& k : r.only_in_a) std::cout << "only in A: " << printable(k) << "\n";
+      for (const std::string& k : r.only_in_b) std::cout << "only in B: " << printable(k) << "\n";
       if (r.equal) {
         std::cout << "equal: " << r.tensors.size() << " tensors compared "
                   << (args.options.atol == 0 && args.options.rtol == 0 ? "exactly" : "within tolerance") << std::endl;
@@ -101,6 +114,9 @@ int run(DiffArgs& args) {
   } catch (const Error& e) {
     print_error(e);
     return kExitUsage;  // like GNU diff: 0 same, 1 different, 2 trouble
+  } catch (const std::exception& e) {  // the library lets only Error out; never abort if it did not
+    print_error(Error(ErrorKind::kInternal, std::string("internal error: ") + e.what()));
+    return kExitUsage;
   }
 }
 
@@ -118,6 +134,7 @@ CommandRun register_diff(CLI::App& app) {
   cmd->add_flag("--ignore-dtype", args->options.ignore_dtype, "Do not count dtype differences (values still compared)");
   cmd->add_flag("--ignore-device", args->options.ignore_device, "Do not count saved-device differences");
   cmd->add_flag("--json", args->json, "Print one JSON document (schema in docs/cli.md)");
+  add_limit_option(cmd, args->limits, "max_compared_elements");
   return [args] { return run(*args); };
 }
 

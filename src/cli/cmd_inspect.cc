@@ -96,9 +96,11 @@ nlohmann::json describe(const Checkpoint& ck, nlohmann::json& all_tensors) {
   return doc;
 }
 
+// Everything from the file (names, keys, devices) goes through printable():
+// a key cannot move the cursor, clear the screen or start a line of its own.
 void print_human(const Checkpoint& ck, const nlohmann::json& doc, std::ostream& out) {
-  out << ck.file_name() << ": " << format_name(ck.format()) << " checkpoint";
-  if (ck.format() == CheckpointFormat::kZip) out << ", archive root '" << ck.archive_root() << "'";
+  out << printable(ck.file_name()) << ": " << format_name(ck.format()) << " checkpoint";
+  if (ck.format() == CheckpointFormat::kZip) out << ", archive root '" << printable(ck.archive_root()) << "'";
   out << ", " << (ck.big_endian() ? "big" : "little") << "-endian, pickle protocol " << ck.pickle_protocol() << "\n";
   out << "  " << ck.tensors().size() << " tensors in " << ck.storages().size() << " storages, "
       << human_bytes(doc["storage_bytes"].get<uint64_t>()) << "\n";
@@ -111,7 +113,7 @@ void print_human(const Checkpoint& ck, const nlohmann::json& doc, std::ostream& 
   out << "\n  by device: ";
   first = true;
   for (const auto& [name, t] : doc["by_device"].items()) {
-    out << (first ? "" : ", ") << name << " " << t["storages"] << " storages ("
+    out << (first ? "" : ", ") << printable(name) << " " << t["storages"] << " storages ("
         << human_bytes(t["bytes"].get<uint64_t>()) << ")";
     first = false;
   }
@@ -120,12 +122,14 @@ void print_human(const Checkpoint& ck, const nlohmann::json& doc, std::ostream& 
   for (const StateDict& sd : ck.state_dicts()) {
     const auto keys = state_dict_keys(sd);
     const std::string prefix = shared_wrapper_prefix(keys);
-    out << "\n    " << (sd.path.empty() ? "<root>" : path_to_string(sd.path)) << ": " << sd.size << " keys";
-    if (!prefix.empty()) out << ", wrapper prefix '" << prefix << "'";
+    out << "\n    " << (sd.path.empty() ? "<root>" : printable(path_to_string(sd.path))) << ": " << sd.size << " keys";
+    if (!prefix.empty()) out << ", wrapper prefix '" << printable(prefix) << "'";
     if (sd.in_optimizer) out << " (inside an optimizer state)";
   }
   out << "\n  globals:";
-  for (const GlobalRef& g : ck.globals()) out << "\n    " << g.dotted() << (g.safe ? "" : "  (outside the weights_only allowlist)");
+  for (const GlobalRef& g : ck.globals()) {
+    out << "\n    " << printable(g.dotted()) << (g.safe ? "" : "  (outside the weights_only allowlist)");
+  }
   out << "\n";
 
   // The tensor table, columns sized to their contents.
@@ -134,10 +138,10 @@ void print_human(const Checkpoint& ck, const nlohmann::json& doc, std::ostream& 
   for (const TensorPosition& pos : ck.tensor_positions()) {
     const Tensor& t = ck.tensors()[pos.tensor];
     const Storage& s = ck.storages()[static_cast<size_t>(t.storage)];
-    std::string path = pos.path.empty() ? "<root>" : path_to_string(pos.path);
+    std::string path = pos.path.empty() ? "<root>" : printable(path_to_string(pos.path));
     if (t.parameter) path += " (Parameter)";
     rows.push_back({path, std::string(dtype_name(t.dtype)), shape_text(t.shape), shape_text(t.stride),
-                    std::to_string(t.storage_offset), s.location, s.key});
+                    std::to_string(t.storage_offset), printable(s.location), printable(s.key)});
   }
   std::array<size_t, 7> width{};
   for (const auto& r : rows) {
@@ -152,7 +156,9 @@ void print_human(const Checkpoint& ck, const nlohmann::json& doc, std::ostream& 
 
 int run(const BatchArgs& args) {
   std::vector<Input> inputs;
+  OpenOptions open;
   try {
+    open = open_options(args.limits);
     inputs = expand_inputs(args);
   } catch (const Error& e) {
     print_error(e);
@@ -160,14 +166,16 @@ int run(const BatchArgs& args) {
   }
   const BatchResult result = run_batch(inputs, args, [&](const Input& input, Progress&) {
     try {
-      Checkpoint ck = Checkpoint::open(input.path);
+      Checkpoint ck = Checkpoint::open(input.path, open);
       nlohmann::json tensors = nlohmann::json::array();
       Outcome o;
       o.doc = describe(ck, tensors);
       o.doc["tensors"] = std::move(tensors);  // moved to the top level by run()
-      std::ostringstream text;
-      print_human(ck, o.doc, text);
-      o.out = text.str();
+      if (!args.json) {
+        std::ostringstream text;
+        print_human(ck, o.doc, text);
+        o.out = text.str();
+      }
       return o;
     } catch (const Error& e) {
       return failed_outcome(input, e);

@@ -23,6 +23,7 @@ int run(const VerifyArgs& args) {
   std::vector<Input> inputs;
   try {
     options.gpu = parse_gpu_mode(args.gpu);
+    options.open = open_options(args.batch.limits);
     require_gpu_if_asked(options.gpu);
     inputs = expand_inputs(args.batch);
   } catch (const Error& e) {
@@ -49,7 +50,7 @@ int run(const VerifyArgs& args) {
                  {"bytes", report.bytes},
                  {"seconds", report.seconds},
                  {"gpu", gpu_json(report.gpu)}}}};
-      o.out = input.path + ": ok: " + report.summary() + "\n";
+      o.out = printable(input.path) + ": ok: " + report.summary() + "\n";
       return o;
     } catch (const Error& e) {
       return failed_outcome(input, e);

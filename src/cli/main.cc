@@ -10,6 +10,7 @@
 
 int main(int argc, char** argv) {
   using namespace ckptfix::cli;
+  install_last_resort_handlers();
   CLI::App app{"ckptfix: convert and repair PyTorch checkpoints without Python, never running pickle code"};
   app.require_subcommand(1);
   app.set_version_flag("--version", version());
@@ -47,8 +48,15 @@ int main(int argc, char** argv) {
     std::cerr << "run 'ckptfix --help' for usage" << std::endl;
     return kExitUsage;
   }
-  for (auto& [name, run] : commands) {
-    if (app.get_subcommand(name)->parsed()) return run();
+  // The commands report each input's failure themselves; this is the last
+  // line, so that nothing ever ends in std::terminate (exit 134).
+  try {
+    for (auto& [name, run] : commands) {
+      if (app.get_subcommand(name)->parsed()) return run();
+    }
+  } catch (const std::exception& e) {
+    print_error(e);
+    return kExitFailed;
   }
   return kExitUsage;
 }

@@ -6,6 +6,7 @@
 #include <cstdlib>
 #include <iostream>
 
+#include "ckptfix/error.h"
 #include "cli/report.h"
 
 namespace ckptfix::cli {
@@ -48,7 +49,7 @@ ProgressDisplay::~ProgressDisplay() {
 void ProgressDisplay::begin(size_t slot, const std::string& label) {
   if (!enabled_) return;
   std::lock_guard<std::mutex> lock(mutex_);
-  slots_[slot] = Slot{true, label, "opening", 0, 0, std::chrono::steady_clock::now()};
+  slots_[slot] = Slot{true, printable(label), "opening", 0, 0, std::chrono::steady_clock::now()};
   redraw_locked(false);
 }
 

@@ -1,6 +1,11 @@
 #include "cli/report.h"
 
+#include <algorithm>
+#include <atomic>
 #include <cstdio>
+#include <cstdlib>
+#include <exception>
+#include <new>
 #include <iostream>
 
 namespace ckptfix::cli {
@@ -22,9 +27,64 @@ std::string human_bytes(uint64_t bytes) {
   return buf;
 }
 
-void print_error(const std::exception& e) { std::cerr << "ckptfix: error: " << e.what() << std::endl; }
+void print_error(const std::exception& e) { std::cerr << "ckptfix: error: " << printable(e.what()) << std::endl; }
 
-void print_warning(const std::string& message) { std::cerr << "ckptfix: warning: " << message << std::endl; }
+void print_warning(const std::string& message) { std::cerr << "ckptfix: warning: " << printable(message) << std::endl; }
+
+std::string json_text(nlohmann::json doc) {
+  try {
+    return doc.dump(2);
+  } catch (const nlohmann::json::type_error&) {  // 316: a string that is not UTF-8
+    doc["invalid_utf8_replaced"] = true;
+    return doc.dump(2, ' ', false, nlohmann::json::error_handler_t::replace);
+  }
+}
+
+void add_limit_option(CLI::App* cmd, std::vector<std::string>& limits, const std::string& extra) {
+  std::string names;
+  for (std::string_view n : ReadLimits::names()) names += (names.empty() ? "" : ", ") + std::string(n);
+  if (!extra.empty()) names += ", " + extra;
+  cmd->add_option("--limit", limits,
+                  "NAME=VALUE: raise (or lower) a limit on what reading a file may cost (repeatable; "
+                  "docs/security.md): " + names + ". VALUE may end in K, M, G or T (powers of 1024)")
+      ->allow_extra_args(false);
+}
+
+std::pair<std::string, uint64_t> parse_limit(const std::string& item) {
+  const auto eq = item.find('=');
+  auto bad = [&](const std::string& why) { return Error(ErrorKind::kInvalidArgument, "--limit '" + item + "': " + why); };
+  if (eq == std::string::npos) throw bad("expected NAME=VALUE");
+  std::string value = item.substr(eq + 1);
+  unsigned shift = 0;
+  if (!value.empty()) {
+    const std::string units = "KMGT";
+    const auto unit = units.find(value.back());
+    if (unit != std::string::npos) {
+      shift = 10 * static_cast<unsigned>(unit + 1);
+      value.pop_back();
+    }
+  }
+  if (value.empty() || value.find_first_not_of("0123456789") != std::string::npos || value.size() > 19) {
+    throw bad("VALUE must be a non-negative integer, optionally ending in K, M, G or T");
+  }
+  const uint64_t number = std::stoull(value);
+  if (shift > 0 && number > (UINT64_MAX >> shift)) throw bad("VALUE is too large");
+  return {item.substr(0, eq), number << shift};
+}
+
+OpenOptions open_options(const std::vector<std::string>& limits) {
+  OpenOptions options;
+  for (const std::string& item : limits) {
+    const auto [name, value] = parse_limit(item);
+    auto bad = [&](const std::string& why) { return Error(ErrorKind::kInvalidArgument, "--limit '" + item + "': " + why); };
+    if (!options.limits.set(name, value)) {
+      std::string names;
+      for (std::string_view n : ReadLimits::names()) names += (names.empty() ? "" : ", ") + std::string(n);
+      throw bad("unknown limit '" + name + "'; the limits are " + names);
+    }
+  }
+  return options;
+}
 
 int exit_code_for(const Error& e) {
   // Both are fixed by changing the command line, not the input.
@@ -67,6 +127,86 @@ nlohmann::json gpu_json(const GpuReport& gpu) {
     out["seconds"] = gpu.seconds;
   }
   return out;
+}
+
+namespace {
+
+// The input of this thread, for the last-resort line (a fixed buffer: that
+// line is written when memory has run out).
+thread_local char current_input[4096];
+// Atomic: batch workers rearm it while another may be running out of memory.
+std::atomic<char*> memory_reserve{nullptr};
+std::atomic<int> last_resort_exit_code{kExitFailed};
+constexpr size_t kReserveBytes = size_t{32} << 20;
+
+// new_handler: the first failed allocation gives the reserve back and fails
+// anyway, so that what unwinds (destructors that allocate) has memory to do it.
+void out_of_memory() {
+  char* reserve = memory_reserve.exchange(nullptr);
+  if (reserve == nullptr) throw std::bad_alloc();  // already given back: fail for real
+  delete[] reserve;
+  throw std::bad_alloc();
+}
+
+// Appends `text` to buf[*n..cap) as printable() would, without allocating.
+void append_printable(char* buf, size_t cap, size_t* n, const char* text) {
+  for (const unsigned char* p = reinterpret_cast<const unsigned char*>(text); *p != 0 && *n + 5 < cap; ++p) {
+    if (*p < 0x20 || *p >= 0x7F) {
+      *n += static_cast<size_t>(std::snprintf(buf + *n, cap - *n, "\\x%02x", *p));
+    } else {
+      buf[(*n)++] = static_cast<char>(*p);
+    }
+  }
+}
+
+[[noreturn]] void last_resort() {
+  const char* what = "an unexpected failure";
+  if (const std::exception_ptr e = std::current_exception()) {
+    try {
+      std::rethrow_exception(e);
+    } catch (const std::bad_alloc&) {
+      what = "out of memory (the file needs more than this machine can allocate)";
+    } catch (const std::exception& x) {
+      what = x.what();
+    } catch (...) {
+    }
+  }
+  static char line[8192];
+  size_t n = 0;
+  append_printable(line, sizeof line, &n, "ckptfix: error: ");
+  if (current_input[0] != 0) {
+    append_printable(line, sizeof line, &n, "'");
+    append_printable(line, sizeof line, &n, current_input);
+    append_printable(line, sizeof line, &n, "': ");
+  }
+  append_printable(line, sizeof line, &n, what);
+  line[n++] = '\n';
+  std::fflush(stdout);
+  std::fwrite(line, 1, n, stderr);
+  std::_Exit(last_resort_exit_code);
+}
+
+}  // namespace
+
+void set_current_input(const std::string& path) {
+  const size_t n = std::min(path.size(), sizeof current_input - 1);
+  path.copy(current_input, n);
+  current_input[n] = 0;
+}
+
+void install_last_resort_handlers() {
+  rearm_memory_reserve();
+  std::set_new_handler(out_of_memory);
+  std::set_terminate(last_resort);
+}
+
+void set_last_resort_exit_code(int code) { last_resort_exit_code = code; }
+
+void rearm_memory_reserve() {
+  if (memory_reserve.load() != nullptr) return;
+  char* fresh = new (std::nothrow) char[kReserveBytes];
+  char* expected = nullptr;
+  if (!memory_reserve.compare_exchange_strong(expected, fresh)) delete[] fresh;
 }
 
 const char* version() {

@@ -5,6 +5,9 @@
 #include <cstdint>
 #include <string>
 
+#include <vector>
+
+#include <CLI/CLI.hpp>
 #include <nlohmann/json.hpp>
 
 #include "ckptfix/checkpoint.h"
@@ -22,9 +25,24 @@ constexpr int kExitUsage = 2;
 /// "1.5 MiB", "12 B".
 std::string human_bytes(uint64_t bytes);
 
-/// The one-line error: "ckptfix: error: 'FILE': WHERE: WHAT".
+/// The one-line error: "ckptfix: error: 'FILE': WHERE: WHAT". Text that is
+/// not a ckptfix::Error (which is printable already) is made printable.
 void print_error(const std::exception& e);
 void print_warning(const std::string& message);
+
+/// `doc` as indented JSON. Strings that are not UTF-8 (a key, a path) have
+/// their bad bytes replaced by U+FFFD, and the document then says so with
+/// "invalid_utf8_replaced": true.
+std::string json_text(nlohmann::json doc);
+
+/// Adds --limit NAME=VALUE (repeatable): a ReadLimits field by name, or
+/// one of `extra` (a command's own limits, comma-separated).
+void add_limit_option(CLI::App* cmd, std::vector<std::string>& limits, const std::string& extra = "");
+/// One --limit NAME=VALUE (VALUE may end in K, M, G, T); throws Error(kInvalidArgument).
+std::pair<std::string, uint64_t> parse_limit(const std::string& item);
+/// Options for opening inputs with the --limit values; throws
+/// Error(kInvalidArgument) for an unknown name or a bad value.
+OpenOptions open_options(const std::vector<std::string>& limits);
 
 /// Usage errors (bad option values, an output that exists without --force)
 /// exit with 2; everything else with 1.
@@ -40,5 +58,20 @@ nlohmann::json gpu_json(const GpuReport& gpu);
 
 /// Version string.
 const char* version();
+
+/// The input this thread is working on, for the last-resort error line
+/// (see install_last_resort_handlers); empty when none.
+void set_current_input(const std::string& path);
+
+/// Makes running out of memory end in the usual one-line error and exit 1,
+/// never in std::terminate: a reserve of memory is given back at the first
+/// failed allocation (so that code which allocates while it unwinds, like
+/// nlohmann::json's destructor, can finish), and should an exception still
+/// reach std::terminate, it prints "ckptfix: error: 'FILE': ..." and exits 1.
+void install_last_resort_handlers();
+/// Takes the memory reserve again once an input that ran out of memory is done.
+void rearm_memory_reserve();
+/// The exit code of the last-resort line (1; diff, where 1 means "different", sets 2).
+void set_last_resort_exit_code(int code);
 
 }  // namespace ckptfix::cli

@@ -204,7 +204,9 @@ void finish_cast_options(const std::string& dtype, const std::vector<std::string
 int run_rewrite(const std::string& command, const RewriteArgs& args, const PassOptions& passes) {
   SaveOptions save_options;
   std::vector<Input> inputs;
+  OpenOptions open;
   try {
+    open = open_options(args.batch.limits);
     inputs = expand_inputs(args.batch);
     validate_outputs(args, inputs);
     validate_pass_options(passes);
@@ -223,9 +225,11 @@ int run_rewrite(const std::string& command, const RewriteArgs& args, const PassO
     Outcome o;
     o.doc = {{"path", input.path}, {"output", output.string()}};
     try {
-      Checkpoint checkpoint = Checkpoint::open(input.path);
+      Checkpoint checkpoint = Checkpoint::open(input.path, open);
       const PassReport report = apply_passes(checkpoint, passes);
-      for (const std::string& w : report.warnings) o.err += "ckptfix: warning: '" + input.path + "': " + w + "\n";
+      for (const std::string& w : report.warnings) {
+        o.err += "ckptfix: warning: '" + printable(input.path) + "': " + printable(w) + "\n";
+      }
       o.doc["warnings"] = report.warnings;
       // Nothing to change and nothing to convert: leave an in-place input alone.
       const bool needs_write = report.changed() || !args.in_place || checkpoint.format() != CheckpointFormat::kZip;
@@ -233,7 +237,7 @@ int run_rewrite(const std::string& command, const RewriteArgs& args, const PassO
         o.status = "unchanged";
         o.doc["changes"] = changes_json(report, nullptr);
         o.doc["verification"] = {{"status", "skipped"}, {"reason", "nothing was written"}};
-        o.err += "ckptfix: " + input.path + ": nothing to change\n";
+        o.err += "ckptfix: " + printable(input.path) + ": nothing to change\n";
       } else {
         SaveOptions options = save_options;
         options.overwrite = args.force || args.in_place;
@@ -250,12 +254,12 @@ int run_rewrite(const std::string& command, const RewriteArgs& args, const PassO
         o.doc["changes"] = changes_json(report, &saved);
         o.doc["verification"] = verification_json(saved);
         o.doc["bytes_written"] = saved.bytes;
-        std::string line = "ckptfix: " + input.path + " -> " + output.string() + ": ";
+        std::string line = "ckptfix: " + printable(input.path) + " -> " + printable(output.string()) + ": ";
         const auto lines = describe(report, &saved);
         if (lines.empty()) line += command == "convert" ? "re-written, nothing else to change" : "nothing to change; written as is";
         for (size_t i = 0; i < lines.size(); ++i) line += (i ? "; " : "") + lines[i];
-        o.err += line + " (" + human_bytes(saved.bytes) + ")\n";
-        o.err += "ckptfix: " + output.string() + ": " +
+        o.err += printable(line) + " (" + human_bytes(saved.bytes) + ")\n";
+        o.err += "ckptfix: " + printable(output.string()) + ": " +
                  (saved.verification ? "verified: " + saved.verification->summary() : std::string("not verified (--no-verify)")) +
                  "\n";
       }

@@ -1,10 +1,12 @@
 #include "ckptfix/diff.h"
 
+#include <algorithm>
 #include <cmath>
 #include <unordered_map>
 
 #include "ckptfix/prefixes.h"
 #include "diff/element_reader.h"
+#include "error_boundary.h"
 
 namespace ckptfix {
 namespace {
@@ -104,10 +106,33 @@ void compare_values(const Checkpoint& a, const Tensor& ta, const Checkpoint& b, 
   }
 }
 
-}  // namespace
+// Elements comparing `t` reads (see DiffOptions::max_compared_elements).
+uint64_t read_cost(const Checkpoint& ck, const Tensor& t) {
+  uint64_t cost = t.numel();
+  uint64_t span = 1;  // views are checked to fit their storage, so this cannot overflow
+  for (size_t i = 0; i < t.shape.size(); ++i) {
+    if (t.shape[i] == 0) return cost;
+    span += static_cast<uint64_t>(t.shape[i] - 1) * static_cast<uint64_t>(t.stride[i]);
+  }
+  if (span != cost) cost += span;  // strided: the span is read
+  if (ck.storages()[static_cast<size_t>(t.storage)].source.encoding == StorageSource::Encoding::kDeflated) {
+    cost += static_cast<uint64_t>(t.storage_offset);  // inflated from the start to get there
+  }
+  return cost;
+}
 
-DiffReport diff_checkpoints(const Checkpoint& a, const Checkpoint& b, const DiffOptions& options) {
+uint64_t storage_elements(const Checkpoint& ck) {
+  uint64_t n = 0;
+  for (const Storage& s : ck.storages()) n += s.nbytes / std::max<uint32_t>(1, element_size(s.dtype));
+  return n;
+}
+
+DiffReport compare(const Checkpoint& a, const Checkpoint& b, const DiffOptions& options) {
   DiffReport report;
+  const uint64_t budget = options.max_compared_elements != 0
+                              ? options.max_compared_elements
+                              : (uint64_t{1} << 26) + 4 * (storage_elements(a) + storage_elements(b));
+  uint64_t spent = 0;
   const auto pa = a.tensor_positions();
   const auto pb = b.tensor_positions();
   std::unordered_map<std::string, size_t> in_b;
@@ -136,7 +161,17 @@ DiffReport diff_checkpoints(const Checkpoint& a, const Checkpoint& b, const Diff
     d.device_a = a.storages()[static_cast<size_t>(ta.storage)].location;
     d.device_b = b.storages()[static_cast<size_t>(tb.storage)].location;
     d.numel = ta.numel();
-    if (!d.shape_differs()) compare_values(a, ta, b, tb, options, d);
+    if (!d.shape_differs()) {
+      spent += read_cost(a, ta) + read_cost(b, tb);
+      if (spent > budget) {
+        throw Error(ErrorKind::kLimit, "comparing the tensors reads more than " + std::to_string(budget) +
+                                           " elements: the files' views repeat or overlap (limit "
+                                           "max_compared_elements = " + std::to_string(budget) + ")")
+            .in_file(a.file_name())
+            .at("key '" + key + "'");
+      }
+      compare_values(a, ta, b, tb, options, d);
+    }
     report.equal &= !d.shape_differs() && d.mismatched == 0 && (options.ignore_dtype || !d.dtype_differs()) &&
                     (options.ignore_device || !d.device_differs());
     report.tensors.push_back(std::move(d));
@@ -146,6 +181,13 @@ DiffReport diff_checkpoints(const Checkpoint& a, const Checkpoint& b, const Diff
   }
   report.equal &= report.only_in_a.empty() && report.only_in_b.empty();
   return report;
+}
+
+}  // namespace
+
+DiffReport diff_checkpoints(const Checkpoint& a, const Checkpoint& b, const DiffOptions& options) {
+  // Errors name their file where they know it; anything else names A.
+  return error_boundary(a.file_name(), [&] { return compare(a, b, options); }, false);
 }
 
 }  // namespace ckptfix

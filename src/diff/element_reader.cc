@@ -3,8 +3,10 @@
 #include <algorithm>
 #include <cstring>
 
+#include "ckptfix/error.h"
 #include "convert/convert.h"
 #include "diff/float8.h"
+#include "model/checkpoint_impl.h"
 
 namespace ckptfix {
 namespace {
@@ -100,7 +102,15 @@ size_t ElementReader::next(size_t max, std::vector<double>& re, std::vector<doub
         const uint64_t count = std::min(kChunkElements, numel_ - done_);
         buffer_.resize(count * element_size_);
         buffer_first_ = element;
-        checkpoint_.read_storage(static_cast<size_t>(tensor_.storage), element * element_size_, buffer_);
+        if (!reader_) {
+          const Storage& s = checkpoint_.storages()[static_cast<size_t>(tensor_.storage)];
+          reader_ = std::make_unique<StorageReader>(*checkpoint_.impl().file, s);
+          reader_->skip(element * element_size_);
+        }
+        if (reader_->read(buffer_) != buffer_.size()) {
+          throw Error(ErrorKind::kCorrupt, "storage '" + checkpoint_.storages()[static_cast<size_t>(tensor_.storage)].key +
+                                               "' ends inside a tensor");
+        }
       }
     } else {
       element = static_cast<uint64_t>(tensor_.storage_offset);

@@ -3,9 +3,11 @@
 #pragma once
 
 #include <cstdint>
+#include <memory>
 #include <vector>
 
 #include "ckptfix/checkpoint.h"
+#include "storage/storage_reader.h"
 
 namespace ckptfix {
 
@@ -30,6 +32,9 @@ class ElementReader {
   std::vector<std::byte> buffer_;   // contiguous: the current chunk; otherwise the spanned range
   uint64_t buffer_first_ = 0;       // element index (in the storage) of buffer_[0]
   std::vector<int64_t> index_;      // current multi-index for strided reads
+  // Contiguous: one reader front to back, so that a deflated storage is
+  // inflated once, not from its start for every chunk.
+  std::unique_ptr<StorageReader> reader_;
 };
 
 }  // namespace ckptfix

@@ -36,6 +36,8 @@ void read_legacy_checkpoint(Checkpoint::Impl& impl) {
   ValueGraph scratch;  // the header pickles are not part of the checkpoint
 
   UnpickleOptions options;
+  options.max_values = impl.pickle_values();
+  options.max_name_bytes = impl.limits.max_name_bytes;
   options.on_global = [&impl](const std::string& module, const std::string& name) {
     refuse_dangerous_global(module, name);
     impl.note_global(module, name);
@@ -69,12 +71,18 @@ void read_legacy_checkpoint(Checkpoint::Impl& impl) {
   impl.root = next_pickle(impl.graph, "object");
   const Value* keys = next_pickle(scratch, "storage key list");
   if (keys->kind != ValueKind::kList) throw Error(ErrorKind::kCorrupt, "legacy storage key list is not a list");
+  if (keys->items.size() > impl.limits.max_storages) {
+    throw Error(ErrorKind::kLimit, "the file has " + std::to_string(keys->items.size()) +
+                                       " storages (limit max_storages = " + std::to_string(impl.limits.max_storages) +
+                                       ")")
+        .at("legacy storage key list");
+  }
 
   // Element sizes come from the persistent ids; the data section has only counts.
   std::unordered_map<std::string, uint32_t> element_sizes;
   impl.graph.for_each([&](Value& v) {
-    if (v.kind != ValueKind::kPersistentId || v.pid == nullptr) return;
-    if (auto pid = parse_storage_pid(*v.pid)) {
+    if (v.kind != ValueKind::kPersistentId || v.pid() == nullptr) return;
+    if (auto pid = parse_storage_pid(*v.pid())) {
       auto dtype = dtype_from_storage_class(pid->class_name);
       element_sizes.emplace(pid->key, dtype ? element_size(*dtype) : 1);
     }
@@ -105,14 +113,14 @@ void read_legacy_checkpoint(Checkpoint::Impl& impl) {
   // persistent ids; torch's loader returns cls. Zip files have no such ids,
   // so make each one the class itself.
   impl.graph.for_each([](Value& v) {
-    if (v.kind != ValueKind::kPersistentId || v.pid == nullptr || v.pid->kind != ValueKind::kTuple) return;
-    const auto& items = v.pid->items;
+    if (v.kind != ValueKind::kPersistentId || v.pid() == nullptr || v.pid()->kind != ValueKind::kTuple) return;
+    const auto& items = v.pid()->items;
     if (items.size() >= 2 && items[0]->is_str() && items[0]->text == "module" && items[1]->kind == ValueKind::kGlobal) {
       const Value* cls = items[1];
       v.kind = ValueKind::kGlobal;
       v.text = cls->text;
-      v.name = cls->name;
-      v.pid = nullptr;
+      v.name() = cls->name();
+      v.pid() = nullptr;
     }
   });
 

@@ -14,7 +14,6 @@
 namespace ckptfix {
 namespace {
 
-constexpr uint64_t kMaxPickleBytes = uint64_t{4} << 30;
 constexpr uint64_t kMaxSmallRecord = 4096;
 
 bool has_record_with_prefix(const ZipReader& zip, const std::string& prefix) {
@@ -57,7 +56,12 @@ void read_archive_style(const ZipReader& zip, const std::string& root, ArchiveSt
 
 void read_zip_checkpoint(Checkpoint::Impl& impl, const OpenOptions& options) {
   impl.format = CheckpointFormat::kZip;
-  impl.zip = std::make_unique<ZipReader>(impl.file);
+  ZipLimits zip_limits;
+  zip_limits.max_storages = impl.limits.max_storages;
+  zip_limits.max_inflate_ratio = impl.limits.max_inflate_ratio;
+  zip_limits.inflate_allowance_bytes = impl.limits.inflate_allowance_bytes;
+  zip_limits.max_inflated_bytes = impl.limits.max_inflated_bytes;
+  impl.zip = std::make_unique<ZipReader>(impl.file, zip_limits);
   const ZipReader& zip = *impl.zip;
   if (zip.entries().empty()) throw Error(ErrorKind::kCorrupt, "zip archive has no records");
 
@@ -96,8 +100,10 @@ void read_zip_checkpoint(Checkpoint::Impl& impl, const OpenOptions& options) {
 
   read_archive_style(zip, root, impl.style);
 
-  const std::string pickle_bytes = zip.read_all(*pickle, kMaxPickleBytes);
+  const std::string pickle_bytes = zip.read_all(*pickle, impl.limits.max_pickle_bytes, "max_pickle_bytes");
   UnpickleOptions unpickle_options;
+  unpickle_options.max_values = impl.pickle_values();
+  unpickle_options.max_name_bytes = impl.limits.max_name_bytes;
   unpickle_options.on_global = [&impl](const std::string& module, const std::string& name) {
     refuse_dangerous_global(module, name);
     impl.note_global(module, name);

@@ -3,12 +3,15 @@
 #include <unordered_set>
 
 #include "ckptfix/error.h"
+#include "error_boundary.h"
 #include "model/checkpoint_impl.h"
 #include "model/torch_objects.h"
 
 namespace ckptfix {
 
-Checkpoint make_state_dict_checkpoint(const std::vector<StorageSpec>& storages, const std::vector<TensorSpec>& tensors) {
+namespace {
+
+Checkpoint build_state_dict(const std::vector<StorageSpec>& storages, const std::vector<TensorSpec>& tensors) {
   auto impl = std::make_unique<Checkpoint::Impl>();
   impl->file = InputFile::from_memory({}, "<memory>");
   impl->format = CheckpointFormat::kZip;
@@ -36,8 +39,8 @@ Checkpoint make_state_dict_checkpoint(const std::vector<StorageSpec>& storages, 
   }
 
   Value* root = g.make(ValueKind::kObject);
-  root->callable = g.make_global("collections", "OrderedDict");
-  root->args = g.make_tuple({});
+  root->callable() = g.make_global("collections", "OrderedDict");
+  root->args() = g.make_tuple({});
   std::unordered_set<std::string> keys;
   for (const TensorSpec& t : tensors) {
     if (t.storage >= storages.size()) throw Error(ErrorKind::kInvalidArgument, "tensor '" + t.key + "' names a storage that does not exist");
@@ -48,20 +51,20 @@ Checkpoint make_state_dict_checkpoint(const std::vector<StorageSpec>& storages, 
     for (int64_t d : t.shape) shape.push_back(g.make_int(d));
     for (int64_t d : t.stride) stride.push_back(g.make_int(d));
     Value* hooks = g.make(ValueKind::kObject);  // OrderedDict(), as torch writes the backward hooks
-    hooks->callable = root->callable;
-    hooks->args = g.make_tuple({});
+    hooks->callable() = root->callable();
+    hooks->args() = g.make_tuple({});
     Value* call = g.make(ValueKind::kObject);
     std::vector<Value*> args = {pid, g.make_int(t.storage_offset), g.make_tuple(std::move(shape)),
                                 g.make_tuple(std::move(stride)), g.make_bool(t.requires_grad), hooks};
     const Storage& s = impl->storages[t.storage];
     if (s.untyped) {
-      call->callable = g.make_global("torch._utils", "_rebuild_tensor_v3");
+      call->callable() = g.make_global("torch._utils", "_rebuild_tensor_v3");
       args.push_back(g.make_global("torch", std::string(dtype_name(s.dtype))));
     } else {
-      call->callable = g.make_global("torch._utils", "_rebuild_tensor_v2");
+      call->callable() = g.make_global("torch._utils", "_rebuild_tensor_v2");
     }
-    call->args = g.make_tuple(std::move(args));
-    root->entries.emplace_back(g.make_str(t.key), call);
+    call->args() = g.make_tuple(std::move(args));
+    root->entries().emplace_back(g.make_str(t.key), call);
   }
   impl->root = root;
   build_tensor_table(*impl);
@@ -77,6 +80,12 @@ Checkpoint make_state_dict_checkpoint(const std::vector<StorageSpec>& storages, 
     throw Error(ErrorKind::kInvalidArgument, e.message()).at(e.location());
   }
   return checkpoint;
+}
+
+}  // namespace
+
+Checkpoint make_state_dict_checkpoint(const std::vector<StorageSpec>& storages, const std::vector<TensorSpec>& tensors) {
+  return error_boundary("", [&] { return build_state_dict(storages, tensors); });
 }
 
 }  // namespace ckptfix

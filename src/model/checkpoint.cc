@@ -1,6 +1,7 @@
 #include <algorithm>
 
 #include "ckptfix/error.h"
+#include "error_boundary.h"
 #include "formats/readers.h"
 #include "io/bytes.h"
 #include "model/checkpoint_impl.h"
@@ -15,10 +16,56 @@ std::string_view format_name(CheckpointFormat format) {
 }
 
 void Checkpoint::Impl::note_global(const std::string& module, const std::string& name) {
-  for (const GlobalRef& g : globals) {
-    if (g.module == module && g.name == name) return;
-  }
+  // Both are dotted identifiers, so "module name" is unambiguous.
+  if (!global_names.insert(module + " " + name).second) return;
   globals.push_back({module, name, classify_global(module, name) == GlobalSafety::kSafe});
+}
+
+uint64_t Checkpoint::Impl::walk_steps() const {
+  if (limits.max_walk_steps != 0) return limits.max_walk_steps;
+  return (uint64_t{1} << 24) + 64 * static_cast<uint64_t>(graph.size());
+}
+
+uint64_t Checkpoint::Impl::pickle_values() const {
+  if (limits.max_pickle_values != 0) return limits.max_pickle_values;
+  return (uint64_t{1} << 20) + 2 * file->size();
+}
+
+namespace {
+
+struct LimitField {
+  std::string_view name;
+  uint64_t ReadLimits::*field;
+};
+
+constexpr LimitField kLimitFields[] = {
+    {"max_pickle_bytes", &ReadLimits::max_pickle_bytes},
+    {"max_pickle_values", &ReadLimits::max_pickle_values},
+    {"max_depth", &ReadLimits::max_depth},
+    {"max_name_bytes", &ReadLimits::max_name_bytes},
+    {"max_walk_steps", &ReadLimits::max_walk_steps},
+    {"max_inflate_ratio", &ReadLimits::max_inflate_ratio},
+    {"inflate_allowance_bytes", &ReadLimits::inflate_allowance_bytes},
+    {"max_inflated_bytes", &ReadLimits::max_inflated_bytes},
+    {"max_storages", &ReadLimits::max_storages},
+};
+
+}  // namespace
+
+bool ReadLimits::set(std::string_view name, uint64_t value) {
+  for (const LimitField& f : kLimitFields) {
+    if (f.name == name) {
+      this->*f.field = value;
+      return true;
+    }
+  }
+  return false;
+}
+
+std::vector<std::string_view> ReadLimits::names() {
+  std::vector<std::string_view> out;
+  for (const LimitField& f : kLimitFields) out.push_back(f.name);
+  return out;
 }
 
 Checkpoint::Checkpoint(std::unique_ptr<Impl> impl) : impl_(std::move(impl)) {}
@@ -32,22 +79,20 @@ namespace {
 Checkpoint open_input(std::shared_ptr<const InputFile> file, const OpenOptions& options) {
   auto impl = std::make_unique<Checkpoint::Impl>();
   impl->file = std::move(file);
-  const std::string name = impl->file->name();
-  try {
+  impl->limits = options.limits;
+  const std::string name = impl->file->name();  // a copy: impl goes into the Checkpoint, which may not survive
+  return error_boundary(name, [&] {
     read_any_checkpoint(*impl, options);
     Checkpoint checkpoint = Checkpoint::adopt(std::move(impl));
     validate_tensor_views(checkpoint);
     return checkpoint;
-  } catch (Error& e) {
-    e.in_file(name);
-    throw;
-  }
+  });
 }
 
 }  // namespace
 
 Checkpoint Checkpoint::open(const std::filesystem::path& path, const OpenOptions& options) {
-  return open_input(InputFile::open(path), options);
+  return open_input(error_boundary(path.string(), [&] { return InputFile::open(path); }), options);
 }
 
 Checkpoint Checkpoint::from_bytes(std::string bytes, std::string name, const OpenOptions& options) {
@@ -55,6 +100,7 @@ Checkpoint Checkpoint::from_bytes(std::string bytes, std::string name, const Ope
 }
 
 const std::string& Checkpoint::file_name() const { return impl_->file->name(); }
+const ReadLimits& Checkpoint::read_limits() const { return impl_->limits; }
 uint64_t Checkpoint::file_size() const { return impl_->file->size(); }
 CheckpointFormat Checkpoint::format() const { return impl_->format; }
 const std::string& Checkpoint::archive_root() const { return impl_->archive_root; }
@@ -83,12 +129,13 @@ std::vector<std::string> Checkpoint::record_names() const {
 }
 
 void Checkpoint::read_storage(size_t storage, uint64_t offset, std::span<std::byte> out) const {
-  const Storage& s = impl_->storages.at(storage);
-  StorageReader reader(*impl_->file, s);
-  reader.skip(offset);
-  if (reader.read(out) != out.size()) {
-    throw Error(ErrorKind::kInvalidArgument, "read past the end of storage '" + s.key + "'").in_file(file_name());
-  }
+  error_boundary(file_name(), [&] {
+    if (storage >= impl_->storages.size()) throw Error(ErrorKind::kInvalidArgument, "no storage " + std::to_string(storage));
+    const Storage& s = impl_->storages[storage];
+    StorageReader reader(*impl_->file, s);
+    reader.skip(offset);
+    if (reader.read(out) != out.size()) throw Error(ErrorKind::kInvalidArgument, "read past the end of storage '" + s.key + "'");
+  });
 }
 
 std::span<const std::byte> Checkpoint::map_storage(size_t storage) const {

@@ -5,6 +5,7 @@
 #include <memory>
 #include <string>
 #include <unordered_map>
+#include <unordered_set>
 #include <vector>
 
 #include "ckptfix/checkpoint.h"
@@ -46,9 +47,15 @@ struct Checkpoint::Impl {
   std::vector<Tensor> tensors;
   std::unordered_map<const Value*, size_t> tensor_by_value;
   std::vector<GlobalRef> globals;
+  std::unordered_set<std::string> global_names;  // of `globals`, to record each once
+  ReadLimits limits;
 
   /// Records a global the first time it is seen (an on_global hook).
   void note_global(const std::string& module, const std::string& name);
+  /// ReadLimits::max_walk_steps, or its default for this graph.
+  uint64_t walk_steps() const;
+  /// ReadLimits::max_pickle_values, or its default for this file.
+  uint64_t pickle_values() const;
 };
 
 }  // namespace ckptfix

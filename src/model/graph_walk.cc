@@ -6,12 +6,11 @@
 #include <unordered_set>
 
 #include "ckptfix/error.h"
+#include "error_boundary.h"
 #include "model/checkpoint_impl.h"
 
 namespace ckptfix {
 namespace {
-
-constexpr size_t kMaxDepth = 10000;
 
 std::string float_repr(uint64_t bits) {
   double d;
@@ -21,69 +20,132 @@ std::string float_repr(uint64_t bits) {
   return buf;
 }
 
+// One child of a value: the value, and how its path element is named (a
+// dict key, an index, or nothing for a BUILD state that is not a dict).
+struct Child {
+  enum class Element : uint8_t { kKey, kIndex, kNone };
+  Value* value;
+  const Value* key = nullptr;
+  int64_t index = 0;
+  Element element = Element::kNone;
+};
+
+void add_entries(std::vector<Child>& out, const std::vector<std::pair<Value*, Value*>>& kv) {
+  for (const auto& [k, v] : kv) out.push_back({v, k, 0, Child::Element::kKey});
+}
+
+// The children of `v`, in the order the recursive definition (and pickle) has them.
+std::vector<Child> children_of(const Value& v) {
+  std::vector<Child> out;
+  switch (v.kind) {
+    case ValueKind::kDict: add_entries(out, v.entries()); break;
+    case ValueKind::kList:
+    case ValueKind::kTuple:
+    case ValueKind::kSet:
+    case ValueKind::kFrozenSet:
+      for (size_t i = 0; i < v.items.size(); ++i) out.push_back({v.items[i], nullptr, static_cast<int64_t>(i), Child::Element::kIndex});
+      break;
+    case ValueKind::kObject: {
+      if (is_dict_like(v)) {  // an OrderedDict: its items; its _metadata is not data
+        add_entries(out, v.entries());
+        break;
+      }
+      int64_t index = 0;
+      if (v.args() != nullptr) {
+        for (Value* a : v.args()->items) out.push_back({a, nullptr, index++, Child::Element::kIndex});
+      }
+      for (Value* item : v.items) out.push_back({item, nullptr, index++, Child::Element::kIndex});
+      add_entries(out, v.entries());
+      for (Value* state : v.states()) {
+        if (state->kind == ValueKind::kDict) {
+          add_entries(out, state->entries());  // attributes by name
+        } else if (state->kind == ValueKind::kTuple) {
+          for (Value* part : state->items) {  // (state, slotstate)
+            if (part->kind == ValueKind::kDict) add_entries(out, part->entries());
+          }
+        } else {
+          out.push_back({state});
+        }
+      }
+      break;
+    }
+    default: break;
+  }
+  return out;
+}
+
+uint64_t element_bytes(const PathElement& e) {
+  const auto* s = std::get_if<std::string>(&e);
+  return s != nullptr ? s->size() : sizeof(int64_t);
+}
+
 class Walker {
  public:
-  explicit Walker(const std::function<bool(Value&, const Path&)>& visit) : visit_(visit) {}
+  Walker(const std::function<bool(Value&, const Path&)>& visit, const WalkLimits& limits)
+      : visit_(visit), limits_(limits) {}
 
-  void walk(Value* v) {
-    if (path_.size() > kMaxDepth) {
-      throw Error(ErrorKind::kUnsupported, "object graph is nested more than " + std::to_string(kMaxDepth) + " levels deep");
+  void walk(Value* root) {
+    enter(root, false);
+    while (!frames_.empty()) {
+      Frame& f = frames_.back();
+      if (f.next < f.children.size()) {
+        const Child c = f.children[f.next++];
+        if (c.element != Child::Element::kNone) {
+          push_element(c.element == Child::Element::kKey ? key_to_path_element(*c.key) : PathElement(c.index));
+        }
+        enter(c.value, c.element != Child::Element::kNone);
+      } else {
+        on_path_.erase(f.value);
+        const bool element = f.element;
+        frames_.pop_back();
+        if (element) pop_element();
+      }
     }
-    if (!on_path_.insert(v).second) return;  // a cycle
-    if (visit_(*v, path_)) children(*v);
-    on_path_.erase(v);
   }
 
  private:
-  void child(PathElement element, Value* v) {
-    path_.push_back(std::move(element));
-    walk(v);
+  struct Frame {
+    Value* value;
+    bool element;  // a path element was pushed for it
+    std::vector<Child> children;
+    size_t next = 0;
+  };
+
+  void enter(Value* v, bool element) {
+    steps_ += 1 + path_bytes_ / 32;
+    if (limits_.max_steps != 0 && steps_ > limits_.max_steps) {
+      throw Error(ErrorKind::kLimit, "walking the object graph takes more than " + std::to_string(limits_.max_steps) +
+                                         " steps: it reaches values through very many or very long paths "
+                                         "(limit max_walk_steps = " + std::to_string(limits_.max_steps) + ")");
+    }
+    if (frames_.size() >= limits_.max_depth + 1) {
+      throw Error(ErrorKind::kLimit, "the object graph is nested more than " + std::to_string(limits_.max_depth) +
+                                         " levels deep (limit max_depth = " + std::to_string(limits_.max_depth) + ")");
+    }
+    if (!on_path_.insert(v).second) {  // a cycle
+      if (element) pop_element();
+      return;
+    }
+    Frame f{v, element, {}, 0};
+    if (visit_(*v, path_)) f.children = children_of(*v);
+    frames_.push_back(std::move(f));
+  }
+
+  void push_element(PathElement e) {
+    path_bytes_ += element_bytes(e);
+    path_.push_back(std::move(e));
+  }
+  void pop_element() {
+    path_bytes_ -= element_bytes(path_.back());
     path_.pop_back();
   }
 
-  void entries(const std::vector<std::pair<Value*, Value*>>& kv) {
-    for (const auto& [k, v] : kv) child(key_to_path_element(*k), v);
-  }
-
-  void children(Value& v) {
-    switch (v.kind) {
-      case ValueKind::kDict: entries(v.entries); return;
-      case ValueKind::kList:
-      case ValueKind::kTuple:
-      case ValueKind::kSet:
-      case ValueKind::kFrozenSet:
-        for (size_t i = 0; i < v.items.size(); ++i) child(static_cast<int64_t>(i), v.items[i]);
-        return;
-      case ValueKind::kObject: {
-        if (is_dict_like(v)) {  // an OrderedDict: its items; its _metadata is not data
-          entries(v.entries);
-          return;
-        }
-        int64_t index = 0;
-        if (v.args != nullptr) {
-          for (Value* a : v.args->items) child(index++, a);
-        }
-        for (Value* item : v.items) child(index++, item);
-        entries(v.entries);
-        for (Value* state : v.states) {
-          if (state->kind == ValueKind::kDict) {
-            entries(state->entries);  // attributes by name
-          } else if (state->kind == ValueKind::kTuple) {
-            for (Value* part : state->items) {  // (state, slotstate)
-              if (part->kind == ValueKind::kDict) entries(part->entries);
-            }
-          } else {
-            walk(state);
-          }
-        }
-        return;
-      }
-      default: return;
-    }
-  }
-
   const std::function<bool(Value&, const Path&)>& visit_;
+  const WalkLimits limits_;
   Path path_;
+  uint64_t path_bytes_ = 0;
+  uint64_t steps_ = 0;
+  std::vector<Frame> frames_;
   std::unordered_set<const Value*> on_path_;
 };
 
@@ -96,7 +158,7 @@ bool is_dict_like(const Value& v) {
 bool is_optimizer_state(const Value& v) {
   if (!is_dict_like(v)) return false;
   bool state = false, groups = false;
-  for (const auto& [k, val] : v.entries) {
+  for (const auto& [k, val] : v.entries()) {
     if (!k->is_str()) continue;
     state |= k->text == "state";
     groups |= k->text == "param_groups";
@@ -116,9 +178,27 @@ PathElement key_to_path_element(const Value& key) {
   }
 }
 
-void walk_graph(Value* root, const std::function<bool(Value&, const Path&)>& visit) {
-  Walker walker(visit);
+void walk_graph(Value* root, const std::function<bool(Value&, const Path&)>& visit, const WalkLimits& limits) {
+  Walker walker(visit, limits);
   walker.walk(root);
+}
+
+WalkLimits walk_limits(const Checkpoint& checkpoint) {
+  return {checkpoint.impl().limits.max_depth, checkpoint.impl().walk_steps()};
+}
+
+std::string object_pickle_name(const Checkpoint& checkpoint) {
+  if (checkpoint.format() == CheckpointFormat::kLegacy) return "legacy object pickle";
+  return checkpoint.archive_root() + "/data.pkl";
+}
+
+void walk_checkpoint(const Checkpoint& checkpoint, Value* root, const std::function<bool(Value&, const Path&)>& visit) {
+  try {
+    walk_graph(root, visit, walk_limits(checkpoint));
+  } catch (Error& e) {
+    e.at(object_pickle_name(checkpoint));
+    throw;
+  }
 }
 
 std::string path_to_string(const Path& path) {
@@ -135,21 +215,26 @@ std::string path_to_string(const Path& path) {
 }
 
 std::vector<TensorPosition> Checkpoint::tensor_positions() const {
-  std::vector<TensorPosition> out;
-  walk_graph(impl_->root, [&](Value& v, const Path& path) {
-    auto it = impl_->tensor_by_value.find(&v);
-    if (it == impl_->tensor_by_value.end()) return true;
-    out.push_back({path, it->second});
-    return false;  // a tensor's arguments are not positions
+  return error_boundary(file_name(), [&] {
+    std::vector<TensorPosition> out;
+    walk_checkpoint(*this, impl_->root, [&](Value& v, const Path& path) {
+      auto it = impl_->tensor_by_value.find(&v);
+      if (it == impl_->tensor_by_value.end()) return true;
+      out.push_back({path, it->second});
+      return false;  // a tensor's arguments are not positions
+    });
+    return out;
   });
-  return out;
 }
 
-std::vector<StateDict> Checkpoint::state_dicts() const {
+namespace {
+
+std::vector<StateDict> find_state_dicts(const Checkpoint& checkpoint) {
+  const Checkpoint::Impl* impl_ = &checkpoint.impl();
   std::vector<StateDict> out;
   // walk_graph has no "leave" callback; track optimizer nesting by path prefix.
   std::vector<Path> optimizer_paths;
-  walk_graph(impl_->root, [&](Value& v, const Path& path) {
+  walk_checkpoint(checkpoint, impl_->root, [&](Value& v, const Path& path) {
     while (!optimizer_paths.empty()) {
       const Path& p = optimizer_paths.back();
       if (path.size() > p.size() && std::equal(p.begin(), p.end(), path.begin())) break;
@@ -162,8 +247,8 @@ std::vector<StateDict> Checkpoint::state_dicts() const {
       return true;
     }
     size_t tensors = 0;
-    bool all = !v.entries.empty();
-    for (const auto& [k, val] : v.entries) {
+    bool all = !v.entries().empty();
+    for (const auto& [k, val] : v.entries()) {
       if (!k->is_str() || !impl_->tensor_by_value.count(val)) {
         all = false;
         break;
@@ -177,6 +262,12 @@ std::vector<StateDict> Checkpoint::state_dicts() const {
     return true;
   });
   return out;
+}
+
+}  // namespace
+
+std::vector<StateDict> Checkpoint::state_dicts() const {
+  return error_boundary(file_name(), [&] { return find_state_dicts(*this); });
 }
 
 }  // namespace ckptfix

@@ -14,8 +14,8 @@ std::span<const std::string_view> known_wrapper_prefixes() {
 
 std::vector<std::string> state_dict_keys(const StateDict& state_dict) {
   std::vector<std::string> keys;
-  keys.reserve(state_dict.dict->entries.size());
-  for (const auto& [k, v] : state_dict.dict->entries) keys.push_back(k->text);
+  keys.reserve(state_dict.dict->entries().size());
+  for (const auto& [k, v] : state_dict.dict->entries()) keys.push_back(k->text);
   return keys;
 }
 

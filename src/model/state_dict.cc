@@ -1,12 +1,15 @@
 #include "ckptfix/state_dict.h"
 
 #include "ckptfix/error.h"
+#include "error_boundary.h"
 #include "model/graph_walk.h"
 #include "passes/targets.h"
 
 namespace ckptfix {
 
-std::vector<StateDictEntry> select_state_dict(const Checkpoint& checkpoint, const std::string& key) {
+namespace {
+
+std::vector<StateDictEntry> find_state_dict(const Checkpoint& checkpoint, const std::string& key) {
   Value* dict = nullptr;
   std::string name = key.empty() ? "<root>" : key;
   if (!key.empty()) {
@@ -34,7 +37,7 @@ std::vector<StateDictEntry> select_state_dict(const Checkpoint& checkpoint, cons
   }
   if (!is_dict_like(*dict)) throw Error(ErrorKind::kConflict, "'" + name + "' is not a dict");
   std::vector<StateDictEntry> entries;
-  for (const auto& [k, v] : dict->entries) {
+  for (const auto& [k, v] : dict->entries()) {
     const Tensor* t = checkpoint.tensor_of(v);
     if (!k->is_str() || t == nullptr) {
       throw Error(ErrorKind::kConflict, "'" + name + "' is not a state dict: its entry '" +
@@ -43,6 +46,12 @@ std::vector<StateDictEntry> select_state_dict(const Checkpoint& checkpoint, cons
     entries.push_back({k->text, static_cast<size_t>(t - checkpoint.tensors().data()), dict});
   }
   return entries;
+}
+
+}  // namespace
+
+std::vector<StateDictEntry> select_state_dict(const Checkpoint& checkpoint, const std::string& key) {
+  return error_boundary(checkpoint.file_name(), [&] { return find_state_dict(checkpoint, key); });
 }
 
 }  // namespace ckptfix

@@ -10,6 +10,12 @@ namespace {
 
 Error corrupt(std::string message) { return Error(ErrorKind::kCorrupt, std::move(message)); }
 
+std::string shape_text(const std::vector<int64_t>& dims) {
+  std::string out = "[";
+  for (size_t i = 0; i < dims.size(); ++i) out += (i ? "," : "") + std::to_string(dims[i]);
+  return out + "]";
+}
+
 bool as_int(const Value* v, int64_t& out) {
   if (v == nullptr || v->kind != ValueKind::kInt) return false;
   out = v->integer;
@@ -42,9 +48,9 @@ bool as_bool(const Value* v, bool& out) {
 
 // A dense or quantized rebuild call, parsed. Returns false if `v` is not one.
 bool parse_rebuild(Checkpoint::Impl& impl, Value& v, Tensor& t) {
-  if (v.kind != ValueKind::kObject || v.callable == nullptr || v.callable->kind != ValueKind::kGlobal) return false;
-  if (v.callable->text != "torch._utils") return false;
-  const std::string& fn = v.callable->name;
+  if (v.kind != ValueKind::kObject || v.callable() == nullptr || v.callable()->kind != ValueKind::kGlobal) return false;
+  if (v.callable()->text != "torch._utils") return false;
+  const std::string& fn = v.callable()->name();
   size_t min_args = 0;
   if (fn == "_rebuild_tensor") {
     min_args = 4;
@@ -57,7 +63,7 @@ bool parse_rebuild(Checkpoint::Impl& impl, Value& v, Tensor& t) {
   } else {
     return false;
   }
-  const auto& a = v.args->items;
+  const auto& a = v.args()->items;
   auto bad = [&](const std::string& what) {
     return corrupt("malformed " + fn + " call: " + what);
   };
@@ -81,7 +87,7 @@ bool parse_rebuild(Checkpoint::Impl& impl, Value& v, Tensor& t) {
   if (fn == "_rebuild_tensor_v3") {
     const Value* d = a[6];
     std::optional<DType> dtype;
-    if (d->kind == ValueKind::kGlobal && d->text == "torch") dtype = dtype_from_torch_attribute(d->name);
+    if (d->kind == ValueKind::kGlobal && d->text == "torch") dtype = dtype_from_torch_attribute(d->name());
     if (!dtype) throw bad("dtype argument is not a torch dtype");
     t.dtype = *dtype;
     t.dtype_arg = a[6];
@@ -118,7 +124,7 @@ std::optional<StoragePid> parse_storage_pid(const Value& pid) {
   StoragePid out;
   if (a[1]->kind != ValueKind::kGlobal) throw corrupt("storage persistent id: second field is not a storage class");
   out.class_module = a[1]->text;
-  out.class_name = a[1]->name;
+  out.class_name = a[1]->name();
   if (a[2]->is_str() || a[2]->kind == ValueKind::kPyStr) {
     out.key = a[2]->text;
   } else if (a[2]->kind == ValueKind::kInt) {
@@ -138,8 +144,8 @@ std::optional<StoragePid> parse_storage_pid(const Value& pid) {
 void build_storage_table(Checkpoint::Impl& impl, const std::function<LocatedData(const std::string&)>& locate) {
   std::unordered_map<std::string, int32_t> by_key;
   impl.graph.for_each([&](Value& v) {
-    if (v.kind != ValueKind::kPersistentId || v.pid == nullptr) return;
-    std::optional<StoragePid> pid = parse_storage_pid(*v.pid);
+    if (v.kind != ValueKind::kPersistentId || v.pid() == nullptr) return;
+    std::optional<StoragePid> pid = parse_storage_pid(*v.pid());
     if (!pid) return;
     if (pid->view_metadata != nullptr && pid->view_metadata->kind != ValueKind::kNone) {
       throw Error(ErrorKind::kUnsupported, "storage '" + pid->key +
@@ -154,6 +160,11 @@ void build_storage_table(Checkpoint::Impl& impl, const std::function<LocatedData
       }
       v.storage = it->second;
       return;
+    }
+    if (impl.storages.size() >= impl.limits.max_storages) {
+      throw Error(ErrorKind::kLimit, "the pickle names more than " + std::to_string(impl.limits.max_storages) +
+                                         " storages (limit max_storages = " +
+                                         std::to_string(impl.limits.max_storages) + ")");
     }
     Storage s;
     s.key = pid->key;
@@ -201,7 +212,7 @@ void build_tensor_table(Checkpoint::Impl& impl) {
         !v.is_call_to("torch._utils", "_rebuild_parameter_with_state")) {
       return;
     }
-    const auto& a = v.args->items;
+    const auto& a = v.args()->items;
     if (a.size() < 3) throw corrupt("malformed _rebuild_parameter call: expected 3 or 4 arguments");
     auto inner = impl.tensor_by_value.find(a[0]);
     if (inner == impl.tensor_by_value.end()) return;  // wraps something we do not model
@@ -237,6 +248,19 @@ void validate_tensor_views(const Checkpoint& checkpoint) {
       if (t.shape[i] == 0) empty = true;
     }
     if (empty) continue;
+    // torch counts elements and bytes in int64 and refuses a shape whose
+    // count overflows ("numel: integer multiplication overflow"); a stride
+    // of 0 lets such a shape fit any storage, so check the counts themselves.
+    std::optional<uint64_t> numel = 1;
+    for (int64_t d : t.shape) numel = numel ? checked_mul(*numel, static_cast<uint64_t>(d)) : std::nullopt;
+    if (!numel || *numel > static_cast<uint64_t>(INT64_MAX)) {
+      fail("tensor of shape " + shape_text(t.shape) + " has more elements than fit in 64 bits (torch refuses it)");
+    }
+    const auto nbytes = checked_mul(*numel, element_size(t.dtype));
+    if (!nbytes || *nbytes > static_cast<uint64_t>(INT64_MAX)) {
+      fail("tensor of shape " + shape_text(t.shape) + " has " + std::to_string(*numel) + " elements of " +
+           std::to_string(element_size(t.dtype)) + " bytes, more bytes than fit in 64 bits");
+    }
     for (size_t i = 0; i < t.shape.size(); ++i) {
       const auto step = checked_mul(static_cast<uint64_t>(t.shape[i] - 1), static_cast<uint64_t>(t.stride[i]));
       const auto next = step ? checked_add(last, *step) : std::nullopt;

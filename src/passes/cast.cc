@@ -26,14 +26,14 @@ namespace {
 // callable, are replaced, never mutated.
 void rebuild_with_dtype(Checkpoint& checkpoint, Tensor& t, Value* v3, Value* dtype) {
   ValueGraph& graph = checkpoint.graph();
-  const std::vector<Value*>& a = t.rebuild->args->items;
+  const std::vector<Value*>& a = t.rebuild->args()->items;
   std::vector<Value*> args;
   if (t.dtype_arg != nullptr) {  // already v3: swap the dtype
     args = a;
     for (Value*& arg : args) {
       if (arg == t.dtype_arg) arg = dtype;
     }
-  } else if (t.rebuild->callable->name == "_rebuild_tensor_v2") {
+  } else if (t.rebuild->callable()->name() == "_rebuild_tensor_v2") {
     // (storage, offset, size, stride, requires_grad, hooks[, metadata]): dtype goes before metadata.
     args.assign(a.begin(), a.begin() + 6);
     args.push_back(dtype);
@@ -41,14 +41,14 @@ void rebuild_with_dtype(Checkpoint& checkpoint, Tensor& t, Value* v3, Value* dty
   } else {  // _rebuild_tensor(storage, offset, size, stride), torch < 0.4
     args.assign(a.begin(), a.begin() + 4);
     Value* hooks = graph.make(ValueKind::kObject);
-    hooks->callable = graph.make_global("collections", "OrderedDict");
-    hooks->args = graph.make_tuple({});
+    hooks->callable() = graph.make_global("collections", "OrderedDict");
+    hooks->args() = graph.make_tuple({});
     args.push_back(graph.make_bool(t.requires_grad));
     args.push_back(hooks);
     args.push_back(dtype);
   }
-  t.rebuild->args = graph.make_tuple(std::move(args));
-  t.rebuild->callable = v3;
+  t.rebuild->args() = graph.make_tuple(std::move(args));
+  t.rebuild->callable() = v3;
   t.dtype_arg = dtype;
 }
 
@@ -117,7 +117,7 @@ void plan_cast(Checkpoint& checkpoint, const std::vector<TargetTensor>& targets,
       if (t.dtype_arg == nullptr && !needs_v3) continue;  // the typed storage class tells the type
       if (dtype_global == nullptr) dtype_global = checkpoint.graph().make_global("torch", std::string(dtype_name(to)));
       if (needs_v3 && v3_global == nullptr) v3_global = checkpoint.graph().make_global("torch._utils", "_rebuild_tensor_v3");
-      rebuild_with_dtype(checkpoint, t, needs_v3 ? v3_global : t.rebuild->callable, dtype_global);
+      rebuild_with_dtype(checkpoint, t, needs_v3 ? v3_global : t.rebuild->callable(), dtype_global);
     }
   }
 }

@@ -28,19 +28,19 @@ void make_libtorch_state_dict(Checkpoint& checkpoint, const PassOptions& options
     if (t.parameter) {  // a plain tensor in place of the Parameter wrapping it
       t.value = t.rebuild;
       t.parameter = false;
-      const Value* requires_grad = t.rebuild->args->items.size() > 4 ? t.rebuild->args->items[4] : nullptr;
+      const Value* requires_grad = t.rebuild->args()->items.size() > 4 ? t.rebuild->args()->items[4] : nullptr;
       t.requires_grad = requires_grad != nullptr && requires_grad->kind == ValueKind::kBool && requires_grad->boolean;
     }
     if (t.dtype_arg != nullptr) {  // _rebuild_tensor_v3(storage, ..., hooks, dtype[, metadata])
-      std::vector<Value*> args(t.rebuild->args->items.begin(), t.rebuild->args->items.begin() + 6);
-      t.rebuild->callable = graph.make_global("torch._utils", "_rebuild_tensor_v2");
-      t.rebuild->args = graph.make_tuple(std::move(args));
+      std::vector<Value*> args(t.rebuild->args()->items.begin(), t.rebuild->args()->items.begin() + 6);
+      t.rebuild->callable() = graph.make_global("torch._utils", "_rebuild_tensor_v2");
+      t.rebuild->args() = graph.make_tuple(std::move(args));
       t.dtype_arg = nullptr;
       Storage& s = checkpoint.storages()[static_cast<size_t>(t.storage)];
       s.untyped = false;
       s.numel = s.nbytes / element_size(s.dtype);
     }
-    dict->entries.emplace_back(graph.make_str(e.key), t.value);
+    dict->entries().emplace_back(graph.make_str(e.key), t.value);
     storages.insert(t.storage);
   }
   checkpoint.set_root(dict);

@@ -3,6 +3,7 @@
 #include <unordered_set>
 
 #include "ckptfix/error.h"
+#include "error_boundary.h"
 #include "ckptfix/prefixes.h"
 #include "passes/passes_internal.h"
 #include "passes/rename_keys.h"
@@ -46,7 +47,9 @@ void validate_pass_options(const PassOptions& options) {
   }
 }
 
-PassReport apply_passes(Checkpoint& checkpoint, const PassOptions& options) {
+namespace {
+
+PassReport run_passes(Checkpoint& checkpoint, const PassOptions& options) {
   validate_pass_options(options);
   PassReport report;
   // 0. extract: what the user keeps becomes the root; the writer then
@@ -69,7 +72,7 @@ PassReport apply_passes(Checkpoint& checkpoint, const PassOptions& options) {
       std::string chain;
       for (std::string prefix;;) {
         std::vector<std::string> keys;
-        for (const auto& [k, v] : d.dict->entries) {
+        for (const auto& [k, v] : d.dict->entries()) {
           if (k->is_str()) keys.push_back(k->text);
         }
         prefix = shared_wrapper_prefix(keys);
@@ -107,6 +110,12 @@ PassReport apply_passes(Checkpoint& checkpoint, const PassOptions& options) {
   // 5. for LibTorch
   if (options.for_libtorch) make_libtorch_state_dict(checkpoint, options, report);
   return report;
+}
+
+}  // namespace
+
+PassReport apply_passes(Checkpoint& checkpoint, const PassOptions& options) {
+  return error_boundary(checkpoint.file_name(), [&] { return run_passes(checkpoint, options); });
 }
 
 }  // namespace ckptfix

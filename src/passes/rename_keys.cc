@@ -1,5 +1,7 @@
 #include "passes/rename_keys.h"
 
+#include <deque>
+#include <list>
 #include <unordered_map>
 
 #include "ckptfix/error.h"
@@ -22,10 +24,10 @@ std::string without_trailing_dot(std::string prefix) {
 // The `_metadata` OrderedDict torch attaches to a state dict (BUILD state).
 Entries* metadata_of(Value& dict) {
   if (dict.kind != ValueKind::kObject) return nullptr;
-  for (Value* state : dict.states) {
+  for (Value* state : dict.states()) {
     if (state->kind != ValueKind::kDict) continue;
-    for (auto& [k, v] : state->entries) {
-      if (k->is_str() && k->text == "_metadata" && is_dict_like(*v)) return &v->entries;
+    for (auto& [k, v] : state->entries()) {
+      if (k->is_str() && k->text == "_metadata" && is_dict_like(*v)) return &v->entries();
     }
   }
   return nullptr;
@@ -44,11 +46,47 @@ Entries::iterator find_key(Entries& entries, const std::string& key) {
                                         "'; nothing was written");
 }
 
+// torch's consume_prefix_in_state_dict_if_present on _metadata:
+//   for key in list(metadata): if key == bare or key.startswith(prefix):
+//       metadata[key[len(prefix):] or ""] = metadata.pop(key)
+// pop then assignment: a new key goes last, an existing one keeps its place.
+// Done on a list with an index of the str keys, so that each key costs
+// O(1) however large a (hostile) _metadata is.
+void rename_metadata(ValueGraph& graph, Entries& meta, const std::string& prefix) {
+  const std::string bare = without_trailing_dot(prefix);
+  using Order = std::list<std::pair<Value*, Value*>>;
+  Order order(meta.begin(), meta.end());
+  std::unordered_map<std::string, std::deque<Order::iterator>> index;  // str key -> entries, first first
+  std::vector<std::string> snapshot;
+  for (auto it = order.begin(); it != order.end(); ++it) {
+    if (!it->first->is_str()) continue;
+    index[it->first->text].push_back(it);
+    snapshot.push_back(it->first->text);
+  }
+  for (const std::string& key : snapshot) {
+    if (key.empty() || !(key == bare || starts_with(key, prefix))) continue;
+    auto found = index.find(key);
+    if (found == index.end() || found->second.empty()) continue;  // already renamed (a duplicate key)
+    const Order::iterator it = found->second.front();
+    found->second.pop_front();
+    Value* value = it->second;
+    order.erase(it);
+    const std::string to = key == bare ? std::string() : key.substr(prefix.size());
+    auto& existing = index[to];
+    if (!existing.empty()) {
+      existing.front()->second = value;  // assignment keeps the existing key's position
+    } else {
+      existing.push_back(order.insert(order.end(), {graph.make_str(to), value}));
+    }
+  }
+  meta.assign(order.begin(), order.end());
+}
+
 }  // namespace
 
 void strip_prefix(ValueGraph& graph, Value& dict, const Path& path, const std::string& prefix, PassReport& report) {
   if (prefix.empty()) return;
-  Entries& entries = dict.entries;
+  Entries& entries = dict.entries();
   // Check for collisions before changing anything.
   std::unordered_map<std::string, std::string> final_names;  // new key -> original key
   for (const auto& [k, v] : entries) {
@@ -71,31 +109,12 @@ void strip_prefix(ValueGraph& graph, Value& dict, const Path& path, const std::s
   kept.insert(kept.end(), moved.begin(), moved.end());  // pop + insert: renamed keys go last
   entries = std::move(kept);
 
-  if (Entries* meta = metadata_of(dict)) {
-    const std::string bare = without_trailing_dot(prefix);
-    std::vector<std::string> snapshot;
-    for (const auto& [k, v] : *meta) {
-      if (k->is_str()) snapshot.push_back(k->text);
-    }
-    for (const std::string& key : snapshot) {
-      if (key.empty() || !(key == bare || starts_with(key, prefix))) continue;
-      const std::string to = key == bare ? std::string() : key.substr(prefix.size());
-      auto it = find_key(*meta, key);
-      Value* value = it->second;
-      meta->erase(it);
-      auto existing = find_key(*meta, to);
-      if (existing != meta->end()) {
-        existing->second = value;  // assignment keeps the existing key's position
-      } else {
-        meta->emplace_back(graph.make_str(to), value);
-      }
-    }
-  }
+  if (Entries* meta = metadata_of(dict)) rename_metadata(graph, *meta, prefix);
 }
 
 void add_prefix(ValueGraph& graph, Value& dict, const Path& path, const std::string& prefix, PassReport& report) {
   if (prefix.empty()) return;
-  Entries& entries = dict.entries;
+  Entries& entries = dict.entries();
   std::unordered_map<std::string, std::string> final_names;
   for (const auto& [k, v] : entries) {
     if (!k->is_str()) continue;
@@ -128,7 +147,7 @@ void add_prefix(ValueGraph& graph, Value& dict, const Path& path, const std::str
     }
     if (!wrapped) {  // the wrapper module's own entry, as nn.DataParallel's state_dict has it
       Value* version = graph.make(ValueKind::kDict);
-      version->entries.emplace_back(graph.make_str("version"), graph.make_int(1));
+      version->entries().emplace_back(graph.make_str("version"), graph.make_int(1));
       meta->insert(meta->begin(), {graph.make_str(""), version});
     }
   }

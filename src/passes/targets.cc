@@ -11,7 +11,7 @@ Value* find_path(const Checkpoint& checkpoint, const std::string& path, Path* fo
   std::string wanted = path;
   while (!wanted.empty() && wanted.back() == '/') wanted.pop_back();
   Value* found = nullptr;
-  walk_graph(checkpoint.root(), [&](Value& v, const Path& here_path) {
+  walk_checkpoint(checkpoint, checkpoint.root(), [&](Value& v, const Path& here_path) {
     if (found != nullptr) return false;
     const std::string here = path_to_string(here_path);
     if (here == wanted) {
@@ -51,7 +51,7 @@ std::vector<TargetTensor> select_tensors(const Checkpoint& checkpoint, const std
   std::vector<TargetTensor> out;
   std::unordered_set<size_t> seen;
   for (const TargetDict& d : dicts) {
-    walk_graph(d.dict, [&](Value& v, const Path& path) {
+    walk_checkpoint(checkpoint, d.dict, [&](Value& v, const Path& path) {
       const Tensor* t = checkpoint.tensor_of(&v);
       if (t == nullptr) return true;
       const size_t index = static_cast<size_t>(t - checkpoint.tensors().data());

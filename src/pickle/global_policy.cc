@@ -92,28 +92,48 @@ bool ends_with(std::string_view s, std::string_view suffix) {
 
 }  // namespace
 
-GlobalSafety classify_global(std::string_view module, std::string_view name) {
-  // Attribute traversal through dunders (torch.__builtins__, X.__globals__,
-  // obj.__class__.__subclasses__ ...) reaches anything; pickle's own
-  // copyreg helpers are the legitimate exception.
-  const bool copyreg = module == "copyreg" || module == "copy_reg";
-  if (!copyreg && name.find("__") != std::string_view::npos) return GlobalSafety::kDangerous;
+namespace {
+
+// The checks that make module.name dangerous by itself, without looking at
+// the longer paths a dotted name also reaches.
+bool dangerous_path(std::string_view module, std::string_view name) {
   for (const char* m : kDangerousModules) {
-    if (module_within(module, m)) return GlobalSafety::kDangerous;
+    if (module_within(module, m)) return true;
   }
   if (module == "builtins" || module == "__builtin__") {
     for (const char* b : kDangerousBuiltins) {
-      if (name == b) return GlobalSafety::kDangerous;
+      if (name == b) return true;
     }
   }
-  // A dotted qualified name (protocol 4) is a getattr chain: judge the whole path too.
-  if (const auto dot = name.find('.'); dot != std::string_view::npos) {
-    const std::string longer = std::string(module) + "." + std::string(name.substr(0, dot));
-    const GlobalSafety inner = classify_global(longer, name.substr(dot + 1));
-    if (inner == GlobalSafety::kDangerous) return inner;
-  }
   for (const auto& [m, a] : kDangerousAttributes) {
-    if (module == m && name == a) return GlobalSafety::kDangerous;
+    if (module == m && name == a) return true;
+  }
+  return false;
+}
+
+}  // namespace
+
+GlobalSafety classify_global(std::string_view module, std::string_view name) {
+  // Attribute traversal through dunders (torch.__builtins__, X.__globals__,
+  // obj.__class__.__subclasses__ ...) reaches anything; pickle's own
+  // copyreg helpers are the legitimate exception (but not their attributes).
+  const bool copyreg = module == "copyreg" || module == "copy_reg";
+  const auto first_dot = name.find('.');
+  const std::string_view checked = !copyreg ? name : first_dot == std::string_view::npos ? std::string_view()
+                                                                                        : name.substr(first_dot + 1);
+  if (checked.find("__") != std::string_view::npos) return GlobalSafety::kDangerous;
+  // A dotted qualified name (protocol 4) is a getattr chain: judge every
+  // path along it (module.a + b.c, module.a.b + c), one after the other, in
+  // time linear in the name's length.
+  std::string path(module);
+  std::string_view rest = name;
+  while (true) {
+    if (dangerous_path(path, rest)) return GlobalSafety::kDangerous;
+    const auto dot = rest.find('.');
+    if (dot == std::string_view::npos) break;
+    path += '.';
+    path.append(rest.substr(0, dot));
+    rest = rest.substr(dot + 1);
   }
 
   for (const auto& [m, a] : kSafeGlobals) {

@@ -16,6 +16,7 @@
 // is how remapping and casting change them.
 #pragma once
 
+#include <cstdint>
 #include <functional>
 #include <string>
 
@@ -33,8 +34,15 @@ struct PickleWriterOptions {
   bool libtorch = false;
 };
 
-/// Serializes root and everything reachable from it. Throws Error(kUnsupported)
-/// for graphs pickle cannot express (a tuple that contains itself).
+/// Serializes root and everything reachable from it, at any depth (the
+/// writer keeps its work on the heap). Throws Error(kUnsupported) for graphs
+/// pickle cannot express (a tuple that contains itself), for a global that is
+/// not a dotted identifier, and for a length protocol 2 cannot spell.
 std::string pickle_protocol2(Value* root, const PickleWriterOptions& options = {});
+
+/// A length field of at most `max` (INT32_MAX or UINT32_MAX), as the four
+/// bytes protocol 2 writes; throws Error(kUnsupported) naming `what` when
+/// `length` does not fit.
+int32_t pickle_length32(uint64_t length, const char* what, uint64_t max);
 
 }  // namespace ckptfix

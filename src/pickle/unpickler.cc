@@ -8,6 +8,7 @@
 
 #include "ckptfix/error.h"
 #include "io/bytes.h"
+#include "pickle/global_names.h"
 #include "pickle/global_policy.h"
 #include "pickle/opcodes.h"
 #include "pickle/text_codecs.h"
@@ -23,6 +24,10 @@ void refuse_dangerous_global(const std::string& module, const std::string& name)
 
 namespace {
 
+// CPython's int() refuses longer decimal literals by default (Python >= 3.11,
+// sys.int_info.default_max_str_digits), and converting them is quadratic.
+constexpr size_t kMaxDecimalDigits = 4300;
+
 class Machine {
  public:
   Machine(std::span<const std::byte> bytes, ValueGraph& graph, const UnpickleOptions& options)
@@ -31,6 +36,7 @@ class Machine {
   UnpickleResult run();
 
  private:
+  UnpickleResult loop();
   [[noreturn]] void fail(const std::string& message, ErrorKind kind = ErrorKind::kCorrupt) const {
     throw Error(kind, message).at("+" + hex_offset(options_.base_offset + op_pos_));
   }
@@ -58,18 +64,54 @@ class Machine {
     return n;
   }
 
-  // Stack
-  void push(Value* v) { stack_.push_back(v); }
+  // References. Every place that holds a value (the stack, the memo,
+  // another value) counts as one; a value the pickle discards is freed when
+  // its count drops to zero, and so are the values only it held.
+  static void hold(Value* v) { ++v->refs; }
+  void release(Value* v) {
+    if (--v->refs > 0 || v->kind == ValueKind::kPersistentId) return;
+    std::vector<Value*>& pending = release_pending_;
+    pending.push_back(v);
+    while (!pending.empty()) {
+      Value* dead = pending.back();
+      pending.pop_back();
+      auto drop = [&](Value* child) {
+        if (child != nullptr && --child->refs == 0 && child->kind != ValueKind::kPersistentId) pending.push_back(child);
+      };
+      for (Value* item : dead->items) drop(item);
+      if (dead->has_parts()) {
+        const Value& parts = *dead;
+        for (const auto& [k, val] : parts.entries()) {
+          drop(k);
+          drop(val);
+        }
+        for (Value* state : parts.states()) drop(state);
+        drop(parts.callable());
+        drop(parts.args());
+        drop(parts.kwargs());
+      }
+      graph_.free(dead);
+    }
+  }
+  // Stack. Values below the innermost MARK are fenced off, as in CPython:
+  // only MARK-consuming opcodes reach past them, and only to the mark.
+  size_t fence() const { return marks_.empty() ? 0 : marks_.back(); }
+  void push(Value* v) {
+    hold(v);
+    stack_.push_back(v);
+  }
+  /// Pops the top; the caller owns the stack's reference (stores it, or releases it).
   Value* pop() {
-    if (stack_.empty()) fail("pickle stack underflow (damaged pickle)");
+    if (stack_.size() <= fence()) fail("pickle stack underflow (damaged pickle)");
     Value* v = stack_.back();
     stack_.pop_back();
     return v;
   }
   Value* top() {
-    if (stack_.empty()) fail("pickle stack underflow (damaged pickle)");
+    if (stack_.size() <= fence()) fail("pickle stack underflow (damaged pickle)");
     return stack_.back();
   }
+  /// The values above the innermost MARK; the caller owns their references.
   std::vector<Value*> pop_mark() {
     if (marks_.empty()) fail("pickle opcode needs a MARK but none is set (damaged pickle)");
     const size_t m = marks_.back();
@@ -80,35 +122,56 @@ class Machine {
   }
 
   // Memo
-  void memo_put(uint64_t index) { memo_[index] = top(); }
+  void memo_put(uint64_t index) {
+    Value* v = top();
+    hold(v);
+    auto [it, inserted] = memo_.try_emplace(index, v);
+    if (!inserted) {
+      Value* old = it->second;
+      it->second = v;
+      release(old);
+    }
+  }
   Value* memo_get(uint64_t index) {
     auto it = memo_.find(index);
     if (it == memo_.end()) fail("pickle refers to memo entry " + std::to_string(index) + ", which was never stored");
     return it->second;
   }
 
-  Value* global(std::string module, std::string name) {
-    if (options_.on_global) {
-      try {
-        options_.on_global(module, name);
-      } catch (Error& e) {
-        e.at("+" + hex_offset(options_.base_offset + op_pos_));
-        throw;
-      }
+  // What the pickle holds at once, against options_.max_values.
+  void check_size() const {
+    const uint64_t held = graph_.size() + stack_.size() + marks_.size() + memo_.size();
+    if (options_.max_values != 0 && held > options_.max_values) {
+      fail("the pickle holds more than " + std::to_string(options_.max_values) +
+               " values, stack entries, marks and memo entries at once (limit max_pickle_values = " +
+               std::to_string(options_.max_values) + ")",
+           ErrorKind::kLimit);
     }
+  }
+
+  Value* global(std::string module, std::string name) {
+    check_global_name(module, name, options_.max_name_bytes);
+    if (options_.on_global) options_.on_global(module, name);
     return graph_.make_global(std::move(module), std::move(name));
   }
 
+  /// An object of `how`; it takes over the references of its parts.
   Value* object(ObjectCreation how, Value* callable, Value* args, Value* kwargs = nullptr) {
     Value* v = graph_.make(ValueKind::kObject);
-    v->creation = how;
-    v->callable = callable;
-    v->args = args;
-    v->kwargs = kwargs;
+    v->creation() = how;
+    v->callable() = callable;
+    v->args() = args;
+    v->kwargs() = kwargs;
     return v;
   }
 
+  /// A tuple of `items` (whose references it takes over), held once for its owner.
   Value* tuple(std::vector<Value*> items) { return graph_.make_tuple(std::move(items)); }
+  Value* owned_tuple(std::vector<Value*> items) {
+    Value* t = tuple(std::move(items));
+    hold(t);
+    return t;
+  }
 
   Value* int_from_le_bytes(std::span<const std::byte> bytes) {
     if (bytes.size() <= 8) {
@@ -131,22 +194,31 @@ class Machine {
     char* end = nullptr;
     const long long v = std::strtoll(s.c_str(), &end, 10);
     if (!s.empty() && end == s.c_str() + s.size() && errno == 0) return graph_.make_int(v);
+    const size_t digits = s.size() - (!s.empty() && (s[0] == '-' || s[0] == '+'));
+    if (digits > kMaxDecimalDigits) {
+      fail("integer literal of " + std::to_string(digits) + " digits; Python reads at most " +
+               std::to_string(kMaxDecimalDigits) + " (sys.int_info.default_max_str_digits)",
+           ErrorKind::kUnsupported);
+    }
     std::string bytes;
     if (!decimal_to_le_twos_complement(s, bytes)) fail("bad integer literal '" + std::string(text) + "' in pickle");
     return int_from_le_bytes(as_bytes(bytes));
   }
 
-  void append_to(Value* target, std::vector<Value*> items) {
+  /// Appends `items` (taking over their references) to a list or object.
+  void append_to(Value* target, const std::vector<Value*>& items) {
     if (target->kind == ValueKind::kList || target->kind == ValueKind::kObject) {
       target->items.insert(target->items.end(), items.begin(), items.end());
     } else {
+      for (Value* item : items) release(item);
       fail("APPEND on a value that is not a list");
     }
   }
+  /// Adds key, value pairs (taking over their references) to a dict or object.
   void set_items(Value* target, const std::vector<Value*>& kv) {
     if (kv.size() % 2 != 0) fail("SETITEMS with an odd number of stack items");
     if (target->kind != ValueKind::kDict && target->kind != ValueKind::kObject) fail("SETITEM on a value that is not a dict");
-    for (size_t i = 0; i < kv.size(); i += 2) target->entries.emplace_back(kv[i], kv[i + 1]);
+    for (size_t i = 0; i < kv.size(); i += 2) target->entries().emplace_back(kv[i], kv[i + 1]);
   }
 
   std::span<const std::byte> in_;
@@ -157,15 +229,26 @@ class Machine {
   std::vector<Value*> stack_;
   std::vector<size_t> marks_;
   std::unordered_map<uint64_t, Value*> memo_;
+  std::vector<Value*> release_pending_;
   int protocol_ = 0;
 };
 
 UnpickleResult Machine::run() {
+  try {
+    return loop();
+  } catch (Error& e) {
+    e.at("+" + hex_offset(options_.base_offset + op_pos_));  // errors of the hooks and checks
+    throw;
+  }
+}
+
+UnpickleResult Machine::loop() {
   while (true) {
     if (pos_ >= in_.size()) {
       op_pos_ = pos_;
       fail("pickle data ends before its STOP opcode (truncated)");
     }
+    check_size();
     op_pos_ = pos_;
     const uint8_t code = u8();
     switch (code) {
@@ -182,19 +265,30 @@ UnpickleResult Machine::run() {
       }
       case op::kStop: {
         Value* root = pop();
+        // What the pickle leaves behind is discarded, as CPython does; the
+        // root keeps the reference the stack had.
+        while (!stack_.empty()) {
+          release(stack_.back());
+          stack_.pop_back();
+        }
+        for (auto& [index, v] : memo_) release(v);
+        memo_.clear();
         return {root, pos_, protocol_};
       }
 
       // Stack and memo manipulation
       case op::kMark: marks_.push_back(stack_.size()); break;
       case op::kPop:
-        if (!stack_.empty()) {
-          stack_.pop_back();
+        if (stack_.size() > fence()) {
+          release(pop());
         } else {
-          pop_mark();  // CPython: POP with an empty stack discards the mark
+          // CPython: POP with nothing above the innermost mark discards the mark.
+          for (Value* v : pop_mark()) release(v);
         }
         break;
-      case op::kPopMark: pop_mark(); break;
+      case op::kPopMark:
+        for (Value* v : pop_mark()) release(v);
+        break;
       case op::kDup: push(top()); break;
       case op::kPut: {
         std::string_view s = line();
@@ -305,7 +399,7 @@ UnpickleResult Machine::run() {
         break;
       }
 
-      // Containers
+      // Containers. A container takes over the stack's references to its items.
       case op::kEmptyTuple: push(tuple({})); break;
       case op::kTuple: push(tuple(pop_mark())); break;
       case op::kTuple1: {
@@ -340,7 +434,7 @@ UnpickleResult Machine::run() {
       }
       case op::kAppends: {
         std::vector<Value*> items = pop_mark();
-        append_to(top(), std::move(items));
+        append_to(top(), items);
         break;
       }
       case op::kEmptyDict: push(graph_.make(ValueKind::kDict)); break;
@@ -365,7 +459,10 @@ UnpickleResult Machine::run() {
       case op::kAddItems: {
         std::vector<Value*> items = pop_mark();
         Value* target = top();
-        if (target->kind != ValueKind::kSet) fail("ADDITEMS on a value that is not a set");
+        if (target->kind != ValueKind::kSet) {
+          for (Value* item : items) release(item);
+          fail("ADDITEMS on a value that is not a set");
+        }
         target->items.insert(target->items.end(), items.begin(), items.end());
         break;
       }
@@ -387,14 +484,18 @@ UnpickleResult Machine::run() {
         Value* name = pop();
         Value* module = pop();
         if (!module->is_str() || !name->is_str()) fail("STACK_GLOBAL needs two str operands");
-        push(global(module->text, name->text));
+        Value* g = global(module->text, name->text);
+        release(name);
+        release(module);
+        push(g);
         break;
       }
       case op::kInst: {
         std::string module(line());
         std::string name(line());
         Value* cls = global(std::move(module), std::move(name));
-        push(object(ObjectCreation::kReduce, cls, tuple(pop_mark())));
+        hold(cls);
+        push(object(ObjectCreation::kReduce, cls, owned_tuple(pop_mark())));
         break;
       }
       case op::kObj: {
@@ -402,7 +503,7 @@ UnpickleResult Machine::run() {
         if (items.empty()) fail("OBJ without a class");
         Value* cls = items.front();
         items.erase(items.begin());
-        push(object(ObjectCreation::kReduce, cls, tuple(std::move(items))));
+        push(object(ObjectCreation::kReduce, cls, owned_tuple(std::move(items))));
         break;
       }
       case op::kReduce: {
@@ -431,18 +532,21 @@ UnpickleResult Machine::run() {
         Value* state = pop();
         Value* target = top();
         if (target->kind != ValueKind::kObject) fail("BUILD on a value that is not an object");
-        target->states.push_back(state);
+        target->states().push_back(state);
         break;
       }
       case op::kPersId: {
         Value* v = graph_.make(ValueKind::kPersistentId);
-        v->pid = graph_.make_str(std::string(line()));
+        Value* pid = graph_.make_str(std::string(line()));
+        hold(pid);
+        v->pid() = pid;
         push(v);
         break;
       }
       case op::kBinPersId: {
+        Value* pid = pop();
         Value* v = graph_.make(ValueKind::kPersistentId);
-        v->pid = pop();
+        v->pid() = pid;
         push(v);
         break;
       }

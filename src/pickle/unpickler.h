@@ -4,7 +4,17 @@
 // reference for their meaning). Where CPython would import a module or call
 // a function, this reader records a Global or an Object value instead.
 // Every Global is checked against the global policy as soon as it is read,
-// so a dangerous pickle fails before anything else happens.
+// so a dangerous pickle fails before anything else happens; before that, its
+// module and name must be dotted ASCII identifiers (global_names.h), which
+// is also what keeps a name from carrying pickle text into what ckptfix
+// writes.
+//
+// Memory follows what the pickle holds, not what it did: a value the pickle
+// discards (POP, the operands of STACK_GLOBAL, the memo and stack left at
+// STOP) is freed as soon as nothing refers to it, and the values, MARKs and
+// memo entries held at once are counted against a limit. Persistent ids are
+// never freed: torch loads the storage of each one it reads, so each must
+// be checked against the archive, used or not.
 //
 // Not supported, with a clear error: the copyreg extension registry
 // (EXT1/2/4) and out-of-band buffers (NEXT_BUFFER, READONLY_BUFFER), which
@@ -32,6 +42,11 @@ struct UnpickleOptions {
   /// Called for every Global as it is read (module, name); may throw.
   /// The default refuses dangerous globals.
   std::function<void(const std::string&, const std::string&)> on_global;
+  /// Values, MARKs and memo entries held at once; beyond, Error(kLimit)
+  /// naming ReadLimits::max_pickle_values. 0: no limit.
+  uint64_t max_values = 0;
+  /// Bytes of a global's module and of its name (ReadLimits::max_name_bytes).
+  uint64_t max_name_bytes = 1024;
 };
 
 /// Parses one pickle from the start of `bytes` up to its STOP opcode.

@@ -9,6 +9,7 @@
 #include "ckptfix/save.h"
 #include "ckptfix/verify.h"
 #include "model/checkpoint_impl.h"
+#include "error_boundary.h"
 #include "io/input_file.h"
 #include "storage/storage_reader.h"
 #include "verify/byte_checker.h"
@@ -126,8 +127,10 @@ std::string VerifyReport::summary() const {
   return s;
 }
 
-VerifyReport verify_written(const std::filesystem::path& path, const Checkpoint& intended, const SaveResult& written,
-                            const VerifyOptions& options) {
+namespace {
+
+VerifyReport verify_written_file(const std::filesystem::path& path, const Checkpoint& intended,
+                                 const SaveResult& written, const VerifyOptions& options) {
   const auto start = std::chrono::steady_clock::now();
   VerifyReport report;
   report.written = true;
@@ -178,8 +181,10 @@ VerifyReport verify_written(const std::filesystem::path& path, const Checkpoint&
       report.bytes += e.size;
       if (is_storage) ++report.storages;
     }
-    // The object graph, re-parsed.
-    Checkpoint back = Checkpoint::open(path);
+    // The object graph, re-parsed with the limits the input was read with.
+    OpenOptions reopen;
+    reopen.limits = intended.read_limits();
+    Checkpoint back = Checkpoint::open(path, reopen);
     check_torch_computed_offsets(back, *back.impl().zip);
     compare_tensors(intended, back, written, report);
     report.gpu.bytes += written.readback_gpu.bytes;
@@ -195,7 +200,7 @@ VerifyReport verify_written(const std::filesystem::path& path, const Checkpoint&
   return report;
 }
 
-VerifyReport verify_file(const std::filesystem::path& path, const VerifyOptions& options) {
+VerifyReport verify_input_file(const std::filesystem::path& path, const VerifyOptions& options) {
   const auto start = std::chrono::steady_clock::now();
   VerifyReport report;
   auto file = InputFile::open(path);
@@ -204,7 +209,9 @@ VerifyReport verify_file(const std::filesystem::path& path, const VerifyOptions&
     // CRCs first: a damaged record is named even when it would also break the parse.
     report.zip = looks_like_zip(file->bytes());
     if (report.zip) {
-      ZipReader zip(file);
+      const ReadLimits& limits = options.open.limits;
+      ZipReader zip(file, {limits.max_storages, limits.max_inflate_ratio, limits.inflate_allowance_bytes,
+                           limits.max_inflated_bytes});
       for (const ZipEntry& e : zip.entries()) {
         RecordReader reader(*file, e.data_offset, e.compressed_size, e.method == 8, e.size, e.name);
         const Digest d = digest_record(checker, reader, false);
@@ -219,7 +226,7 @@ VerifyReport verify_file(const std::filesystem::path& path, const VerifyOptions&
         ++report.records_crc_checked;
       }
     }
-    Checkpoint ck = Checkpoint::open(path);
+    Checkpoint ck = Checkpoint::open(path, options.open);
     if (ck.impl().zip) check_torch_computed_offsets(ck, *ck.impl().zip);
     report.tensors = ck.tensor_positions().size();
     for (const Storage& s : ck.storages()) {
@@ -239,6 +246,18 @@ VerifyReport verify_file(const std::filesystem::path& path, const VerifyOptions&
   }
   report.seconds = std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
   return report;
+}
+
+}  // namespace
+
+VerifyReport verify_written(const std::filesystem::path& path, const Checkpoint& intended, const SaveResult& written,
+                            const VerifyOptions& options) {
+  // Errors are about the file being written: save() names it (not its temporary name).
+  return error_boundary(path.string(), [&] { return verify_written_file(path, intended, written, options); }, false);
+}
+
+VerifyReport verify_file(const std::filesystem::path& path, const VerifyOptions& options) {
+  return error_boundary(path.string(), [&] { return verify_input_file(path, options); });
 }
 
 }  // namespace ckptfix

@@ -7,6 +7,7 @@
 #include <xxhash.h>
 
 #include "ckptfix/error.h"
+#include "error_boundary.h"
 #include "io/atomic_file.h"
 #include "io/bytes.h"
 #include "io/mapped_window.h"
@@ -200,7 +201,9 @@ void corrupt_first_storage(const std::filesystem::path& file, const SaveResult& 
 
 }  // namespace
 
-SaveResult save(const Checkpoint& checkpoint, const std::filesystem::path& path, const SaveOptions& options) {
+namespace {
+
+SaveResult save_verified(const Checkpoint& checkpoint, const std::filesystem::path& path, const SaveOptions& options) {
   if (options.verify) require_gpu_if_asked(options.verify_options.gpu);  // before writing anything
   AtomicFile out(path, options.overwrite);
   SaveResult result;
@@ -236,6 +239,12 @@ SaveResult save(const Checkpoint& checkpoint, const std::filesystem::path& path,
   }
   out.commit(options.sync);
   return result;
+}
+
+}  // namespace
+
+SaveResult save(const Checkpoint& checkpoint, const std::filesystem::path& path, const SaveOptions& options) {
+  return error_boundary(path.string(), [&] { return save_verified(checkpoint, path, options); });
 }
 
 }  // namespace ckptfix

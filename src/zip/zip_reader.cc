@@ -29,10 +29,16 @@ bool looks_like_zip(std::span<const std::byte> head) {
   return head.size() >= 4 && load_le<uint32_t>(head.data()) == kLocalHeaderSig;
 }
 
-ZipReader::ZipReader(std::shared_ptr<const InputFile> file) : file_(std::move(file)) {
+// Records of a torch archive besides its storages: data.pkl, version,
+// byteorder, .data/version, .data/serialization_id, and room for more.
+constexpr uint64_t kOtherRecords = 16;
+
+ZipReader::ZipReader(std::shared_ptr<const InputFile> file, const ZipLimits& limits)
+    : file_(std::move(file)), limits_(limits) {
   try {
     read_end_records();
     read_central_directory();
+    check_inflated_sizes();
   } catch (Error& e) {
     e.in_file(file_->name());
     throw;
@@ -100,6 +106,13 @@ void ZipReader::read_end_records() {
   if (count > cd_size / kCentralHeaderSize) {
     throw corrupt("central directory claims " + std::to_string(count) + " entries but is only " +
                   std::to_string(cd_size) + " bytes");
+  }
+  if (limits_.max_storages != UINT64_MAX && count > limits_.max_storages + kOtherRecords) {
+    throw Error(ErrorKind::kLimit, "the archive has " + std::to_string(count) + " records, more than " +
+                                       std::to_string(limits_.max_storages) + " storages and " +
+                                       std::to_string(kOtherRecords) + " others (limit max_storages = " +
+                                       std::to_string(limits_.max_storages) + ")")
+        .at("central directory");
   }
   layout_.central_directory_offset = cd_offset;
   layout_.central_directory_size = cd_size;
@@ -200,26 +213,72 @@ void ZipReader::locate_data(ZipEntry& e) const {
   }
 }
 
+void ZipReader::check_inflated_sizes() const {
+  // What the deflated records will inflate to is known from the directory:
+  // refuse a bomb before inflating anything. Inflating never goes past the
+  // declared size (RecordReader, read_all), so these bounds hold.
+  const uint64_t size = file_->size();
+  const auto by_ratio = checked_mul(size, limits_.max_inflate_ratio);
+  const uint64_t allowed = limits_.max_inflate_ratio == 0 || !by_ratio
+                               ? UINT64_MAX
+                               : std::max(*by_ratio, limits_.inflate_allowance_bytes);
+  uint64_t total = 0;
+  for (const ZipEntry& e : entries_) {
+    if (e.method == 0) continue;
+    const auto sum = checked_add(total, e.size);
+    total = sum ? *sum : UINT64_MAX;
+    if (total > limits_.max_inflated_bytes) {
+      throw Error(ErrorKind::kLimit, "the archive's deflated records declare " + std::to_string(total) +
+                                         " bytes inflated (limit max_inflated_bytes = " +
+                                         std::to_string(limits_.max_inflated_bytes) + ")")
+          .at(e.name);
+    }
+    if (total > allowed) {
+      throw Error(ErrorKind::kLimit, "the archive's deflated records declare " + std::to_string(total) +
+                                         " bytes inflated, more than " + std::to_string(limits_.max_inflate_ratio) +
+                                         " times the file's " + std::to_string(size) +
+                                         " bytes: a zip bomb? (limit max_inflate_ratio = " +
+                                         std::to_string(limits_.max_inflate_ratio) + ")")
+          .at(e.name);
+    }
+  }
+}
+
 const ZipEntry* ZipReader::find(std::string_view name) const {
   auto it = by_name_.find(name);
   return it == by_name_.end() ? nullptr : &entries_[it->second];
 }
 
-std::string ZipReader::read_all(const ZipEntry& entry, uint64_t max_size) const {
+std::string ZipReader::read_all(const ZipEntry& entry, uint64_t max_size, const char* limit_name) const {
   if (entry.size > max_size) {
-    throw Error(ErrorKind::kUnsupported, "record is " + std::to_string(entry.size) + " bytes, more than the " +
-                                             std::to_string(max_size) + " bytes allowed for it")
-        .in_file(file_->name())
-        .at(entry.name);
+    const std::string what = "record is " + std::to_string(entry.size) + " bytes";
+    Error e = limit_name != nullptr
+                  ? Error(ErrorKind::kLimit, what + " (limit " + limit_name + " = " + std::to_string(max_size) + ")")
+                  : Error(ErrorKind::kCorrupt, what + ", more than the " + std::to_string(max_size) +
+                                                   " bytes such a record has");
+    throw e.in_file(file_->name()).at(entry.name);
   }
   auto raw = file_->view(entry.data_offset, entry.compressed_size, entry.name);
   if (entry.method == 0) return std::string(as_chars(raw));
-  std::string out(entry.size, '\0');
+  std::string out;
   try {
+    // The declared size may be a lie: grow with what comes out, in steps of
+    // at most 16 MiB, and never past the declared size.
+    constexpr uint64_t kStep = uint64_t{16} << 20;
     Inflater inflater(raw);
-    const uint64_t got = inflater.read(std::span(reinterpret_cast<std::byte*>(out.data()), out.size()));
+    uint64_t got = 0;
+    while (got < entry.size && !inflater.done()) {
+      const uint64_t want = std::min(entry.size - got, std::max<uint64_t>(kStep, got));
+      out.resize(got + want);
+      const uint64_t n = inflater.read(std::span(reinterpret_cast<std::byte*>(out.data()) + got, want));
+      got += n;
+      if (n < want) break;
+    }
+    out.resize(got);
     if (got != entry.size || !inflater.done()) {
-      throw corrupt("deflated data does not match the declared size " + std::to_string(entry.size));
+      throw corrupt(got < entry.size ? "deflated data ends after " + std::to_string(got) +
+                                           " bytes, short of the declared size " + std::to_string(entry.size)
+                                     : "deflated data is longer than the declared size " + std::to_string(entry.size));
     }
   } catch (Error& e) {
     e.in_file(file_->name()).at(entry.name);

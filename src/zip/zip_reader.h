@@ -49,11 +49,21 @@ struct ZipLayout {
   bool has_zip64_eocd = false;
 };
 
+/// What an archive may declare, checked on its directory before any record
+/// is read (the fields of ReadLimits of the same names).
+struct ZipLimits {
+  uint64_t max_storages = UINT64_MAX;  ///< the archive may hold this many records, and a few more
+  uint64_t max_inflate_ratio = 0;      ///< 0: no ratio limit
+  uint64_t inflate_allowance_bytes = 0;
+  uint64_t max_inflated_bytes = UINT64_MAX;
+};
+
 class ZipReader {
  public:
   /// Parses the directory of `file`. Throws Error(kCorrupt) naming the
-  /// structure and offset on any inconsistency.
-  explicit ZipReader(std::shared_ptr<const InputFile> file);
+  /// structure and offset on any inconsistency, Error(kLimit) when the
+  /// archive declares more than `limits` allow.
+  explicit ZipReader(std::shared_ptr<const InputFile> file, const ZipLimits& limits = {});
 
   const std::vector<ZipEntry>& entries() const { return entries_; }
   const ZipLayout& layout() const { return layout_; }
@@ -62,16 +72,21 @@ class ZipReader {
   /// The entry called exactly `name`, or nullptr.
   const ZipEntry* find(std::string_view name) const;
 
-  /// The whole (inflated) content of an entry; throws if it is larger than
-  /// max_size. For the small records (data.pkl, version, byteorder).
-  std::string read_all(const ZipEntry& entry, uint64_t max_size) const;
+  /// The whole (inflated) content of an entry, inflated into a buffer that
+  /// grows with what actually comes out (never to the declared size up
+  /// front). Throws if the entry declares more than max_size: Error(kLimit)
+  /// naming `limit_name` when given, else Error(kCorrupt). For the records
+  /// read whole (data.pkl, version, byteorder).
+  std::string read_all(const ZipEntry& entry, uint64_t max_size, const char* limit_name = nullptr) const;
 
  private:
   void read_end_records();
   void read_central_directory();
   void locate_data(ZipEntry& entry) const;
+  void check_inflated_sizes() const;
 
   std::shared_ptr<const InputFile> file_;
+  ZipLimits limits_;
   ZipLayout layout_;
   uint64_t entry_count_ = 0;
   std::vector<ZipEntry> entries_;

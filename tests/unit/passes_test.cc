@@ -15,13 +15,13 @@ using test::expect_error;
 
 std::vector<std::string> keys_of(const Value& dict) {
   std::vector<std::string> out;
-  for (const auto& [k, v] : dict.entries) out.push_back(k->text);
+  for (const auto& [k, v] : dict.entries()) out.push_back(k->text);
   return out;
 }
 
 std::vector<std::string> metadata_keys(const Value& dict) {
-  for (const Value* state : dict.states) {
-    for (const auto& [k, v] : state->entries) {
+  for (const Value* state : dict.states()) {
+    for (const auto& [k, v] : state->entries()) {
       if (k->text == "_metadata") return keys_of(*v);
     }
   }

@@ -27,11 +27,11 @@ TEST(Unpickler, BuildsAnOrderedDictStateDictWithMetadata) {
   p.unicode("version").int1(1).raw("sssb").stop();
   Value* root = parse(graph, p.str());
   ASSERT_TRUE(root->is_call_to("collections", "OrderedDict"));
-  ASSERT_EQ(root->entries.size(), 1u);
-  EXPECT_EQ(root->entries[0].first->text, "weight");
-  EXPECT_TRUE(root->entries[0].second->is_call_to("torch._utils", "_rebuild_tensor_v2"));
-  ASSERT_EQ(root->states.size(), 1u);  // the BUILD that sets _metadata
-  EXPECT_EQ(root->states[0]->entries[0].first->text, "_metadata");
+  ASSERT_EQ(root->entries().size(), 1u);
+  EXPECT_EQ(root->entries()[0].first->text, "weight");
+  EXPECT_TRUE(root->entries()[0].second->is_call_to("torch._utils", "_rebuild_tensor_v2"));
+  ASSERT_EQ(root->states().size(), 1u);  // the BUILD that sets _metadata
+  EXPECT_EQ(root->states()[0]->entries()[0].first->text, "_metadata");
 }
 
 TEST(Unpickler, MemoKeepsSharingAndCycles) {
@@ -65,12 +65,12 @@ TEST(Unpickler, ProtocolZeroTextOpcodes) {
   ValueGraph graph;
   Value* root = parse(graph, "(dp0\nS'a\\n'\np1\nI01\nsVcaf\\u00e9\np2\nL12345678901234567890L\ns.");
   ASSERT_EQ(root->kind, ValueKind::kDict);
-  ASSERT_EQ(root->entries.size(), 2u);
-  EXPECT_EQ(root->entries[0].first->kind, ValueKind::kPyStr);
-  EXPECT_EQ(root->entries[0].first->text, "a\n");
-  EXPECT_EQ(root->entries[0].second->kind, ValueKind::kBool);
-  EXPECT_EQ(root->entries[1].first->text, "caf\xc3\xa9");
-  EXPECT_EQ(root->entries[1].second->kind, ValueKind::kBigInt);
+  ASSERT_EQ(root->entries().size(), 2u);
+  EXPECT_EQ(root->entries()[0].first->kind, ValueKind::kPyStr);
+  EXPECT_EQ(root->entries()[0].first->text, "a\n");
+  EXPECT_EQ(root->entries()[0].second->kind, ValueKind::kBool);
+  EXPECT_EQ(root->entries()[1].first->text, "caf\xc3\xa9");
+  EXPECT_EQ(root->entries()[1].second->kind, ValueKind::kBigInt);
 }
 
 TEST(Unpickler, StackGlobalIsCheckedLikeGlobal) {

@@ -1,0 +1,386 @@
+#!/usr/bin/python3
+"""Every command that reads a file survives every hostile file of tests/attacks/.
+
+Run:  /usr/bin/python3 tests/cli/test_attacks.py [--ckptfix PATH] [unittest args]
+      (or set CKPTFIX_BIN; default <repo>/build/ckptfix)
+
+tests/attacks/make_attacks.py writes the files (deterministically, without
+torch) into a temporary directory. On each of them this runs inspect,
+inspect --json, verify, check, convert, strip-prefix, remap, cast, diff
+(against a sound file) and fix, and checks:
+
+  * hostile files: exactly the expected one-line error (golden text, file
+    and place included), exit 1 (diff: 2, GNU diff's "trouble"), nothing on
+    stdout but check's violation line and inspect --json's report, no
+    output file;
+  * files that are sound however odd (terminal escapes and bytes that are
+    not UTF-8 in keys, 200k globals, a 200k-entry _metadata): success, and
+    nothing from the file reaches the terminal unescaped;
+  * every run: no crash, under 20 s of CPU time and under 1 GiB peak RSS
+    (the child's own, from wait4; CPU time rather than wall-clock time, as
+    the machines running this are shared). A run still going after 90 s of
+    wall-clock time is killed (a hang fails as a crash). Runs are capped at
+    4 GiB of address space, so a regression fails here instead of
+    exhausting the machine.
+  * diff of a file with itself where views repeat (a stride-0 tensor of 2^40
+    elements, 20k views at the end of one deflated storage): the comparison
+    limit's error, not hours of work.
+
+Under a sanitizer build (the binary carries __asan_init, or
+CKPTFIX_SANITIZED=1) time and memory are not asserted (ASan's shadow
+memory and slowdown), and no address-space cap is set; everything else is.
+"""
+
+import json
+import os
+import resource
+import signal
+import subprocess
+import sys
+import tempfile
+import time
+import unittest
+
+HERE = os.path.dirname(os.path.abspath(__file__))
+sys.path.insert(0, HERE)
+sys.path.insert(0, os.path.join(os.path.dirname(HERE), 'attacks'))
+import cli_support as cs  # noqa: E402
+import make_attacks  # noqa: E402
+
+TIME_LIMIT = 20.0                  # seconds of CPU time, per run
+WALL_LIMIT = 90.0                  # seconds of wall-clock time before a run is killed
+RSS_LIMIT = 1 << 30                # bytes of peak RSS, per run
+ADDRESS_SPACE_GUARD = 4 << 30      # RLIMIT_AS of each run (not under sanitizers)
+SANITIZED_TIMEOUT = 300.0          # a sanitizer build is slow; only hangs count
+
+GOOD = 'good.pt'
+OUT = 'out.pt'
+
+
+def sanitized():
+    if os.environ.get('CKPTFIX_SANITIZED') == '1':
+        return True
+    with open(cs.binary(), 'rb') as f:
+        return b'__asan_init' in f.read()
+
+
+# -- running with time and memory measured ----------------------------------
+
+class Run:
+    def __init__(self, args, returncode, stdout, stderr, seconds, cpu, max_rss):
+        self.args, self.returncode, self.stdout, self.stderr = args, returncode, stdout, stderr
+        self.seconds, self.cpu, self.max_rss = seconds, cpu, max_rss
+        self.cwd = None
+
+    def describe(self):
+        return (f'\n  command: ckptfix {" ".join(self.args)}\n  exit: {self.returncode}'
+                f'\n  seconds: {self.seconds:.2f} wall, {self.cpu:.2f} CPU  peak RSS: {self.max_rss / 2**20:.0f} MiB'
+                f'\n  stderr: {self.stderr[-3000:]!r}\n  stdout: {self.stdout[:2000]!r}')
+
+
+def run_measured(args, cwd, guard, timeout):
+    """Runs ckptfix; returns a Run with the child's own peak RSS (wait4)."""
+    def limit():
+        os.setsid()
+        if guard:
+            resource.setrlimit(resource.RLIMIT_AS, (ADDRESS_SPACE_GUARD, ADDRESS_SPACE_GUARD))
+
+    with tempfile.TemporaryFile() as out, tempfile.TemporaryFile() as err:
+        start = time.monotonic()
+        proc = subprocess.Popen([cs.binary()] + args, cwd=cwd, stdin=subprocess.DEVNULL, stdout=out, stderr=err,
+                                preexec_fn=limit)
+        while True:
+            pid, status, usage = os.wait4(proc.pid, os.WNOHANG)
+            if pid:
+                break
+            if time.monotonic() - start > timeout:
+                os.killpg(proc.pid, signal.SIGKILL)
+                pid, status, usage = os.wait4(proc.pid, 0)
+                break
+            time.sleep(0.01)
+        seconds = time.monotonic() - start
+        proc.returncode = os.waitstatus_to_exitcode(status)  # Popen must not wait again
+        out.seek(0)
+        err.seek(0)
+        return Run(args, proc.returncode, out.read().decode('utf-8', 'replace'),
+                   err.read().decode('utf-8', 'replace'), seconds, usage.ru_utime + usage.ru_stime,
+                   usage.ru_maxrss * 1024)
+
+
+# -- the commands ------------------------------------------------------------
+
+# (label, arguments for input F; OUT is the output where there is one)
+COMMANDS = [
+    ('inspect', lambda f: ['inspect', f]),
+    ('inspect --json', lambda f: ['inspect', '--json', f]),
+    ('verify', lambda f: ['verify', '--gpu', 'off', f]),
+    ('check', lambda f: ['check', f]),
+    ('convert', lambda f: ['convert', f, '-o', OUT]),
+    ('strip-prefix', lambda f: ['strip-prefix', f, '-o', OUT]),
+    ('remap', lambda f: ['remap', '--to', 'cpu', f, '-o', OUT]),
+    ('cast', lambda f: ['cast', '--dtype', 'fp16', f, '-o', OUT]),
+    ('diff', lambda f: ['diff', f, GOOD]),
+    ('fix', lambda f: ['fix', '--auto-prefix', '--to', 'cpu', f, '-o', OUT]),
+]
+WRITES = {'convert', 'strip-prefix', 'remap', 'cast', 'fix'}
+
+# Hostile files: (error kind, place, message) of the one error line every
+# command prints, "ckptfix: error: 'FILE': PLACE: MESSAGE".
+REFUSED = {
+    # injection: names are dotted ASCII identifiers, or nothing
+    'stack_global_injection.pt': (
+        'corrupt', 'archive/data.pkl+0x6a',
+        "global name 'OrderedDict\\x0a0cposix\\x0asystem\\x0a(Vtouch ckptfix-pwned-injection\\x0atR0ccollections"
+        "\\x0aOrderedDict' is not a dotted Python identifier"),
+    'module_newline_injection.pt': (
+        'corrupt', 'archive/data.pkl+0x6a',
+        "global module 'collections\\x0aOrderedDict\\x0a0cposix\\x0asystem\\x0a(Vtouch ckptfix-pwned-module"
+        "\\x0atR0ccollections' is not a dotted Python identifier"),
+    'inst_bad_name.pt': (
+        'corrupt', 'archive/data.pkl+0x3', "global name 'Ordered Dict' is not a dotted Python identifier"),
+    'global_not_identifier.pt': (
+        'corrupt', 'archive/data.pkl+0x2', "global module 'torch..nn' is not a dotted Python identifier"),
+    'non_utf8_global.pt': (
+        'unsupported', 'archive/data.pkl+0x2',
+        "global module 'collections\\xff' is not ASCII; ckptfix reads only ASCII global names, the only ones "
+        "pickle protocol 2 (torch.save's) can write"),
+    # depth: every walk is iterative and counts depth
+    'deep_build_chain.pt': (
+        'limit', 'archive/data.pkl', 'the object graph is nested more than 1000 levels deep (limit max_depth = 1000)'),
+    'deep_namespace_chain.pt': (
+        'limit', 'archive/data.pkl', 'the object graph is nested more than 1000 levels deep (limit max_depth = 1000)'),
+    'deep_list.pt': (
+        'limit', 'archive/data.pkl', 'the object graph is nested more than 1000 levels deep (limit max_depth = 1000)'),
+    'many_dots_global.pt': (
+        'limit', 'archive/data.pkl+0x2', 'global name is 400001 bytes long (limit max_name_bytes = 1024)'),
+    # sharing: walks are bounded in steps (2^24 + 64 per value)
+    'shared_dag.pt': (
+        'limit', 'archive/data.pkl',
+        'walking the object graph takes more than 16781376 steps: it reaches values through very many or very '
+        'long paths (limit max_walk_steps = 16781376)'),
+    'deep_shared_key.pt': (
+        'limit', 'archive/data.pkl',
+        'walking the object graph takes more than 16834944 steps: it reaches values through very many or very '
+        'long paths (limit max_walk_steps = 16834944)'),
+    # the stack: MARK fences it as in CPython
+    'pop_below_mark.pt': (
+        'corrupt', 'archive/data.pkl+0x6', 'pickle opcode needs a MARK but none is set (damaged pickle)'),
+    # memory
+    'zip_declares_4gib_pickle.pt': (
+        'limit', 'archive/data.pkl',
+        "the archive's deflated records declare 4294967296 bytes inflated, more than 100 times the file's 402 "
+        "bytes: a zip bomb? (limit max_inflate_ratio = 100)"),
+    'deflate_bomb_pickle.pt': (
+        'limit', 'archive/data.pkl',
+        "the archive's deflated records declare 536871075 bytes inflated, more than 100 times the file's 533488 "
+        "bytes: a zip bomb? (limit max_inflate_ratio = 100)"),
+    'deflate_bomb_storage.pt': (
+        'limit', 'archive/data/0',
+        "the archive's deflated records declare 10737418240 bytes inflated, more than 100 times the file's "
+        "10619437 bytes: a zip bomb? (limit max_inflate_ratio = 100)"),
+    # 30M times NONE POP: read to the end (no STOP) in constant memory
+    'none_pop_loop.pt': (
+        'corrupt', 'archive/data.pkl+0x3c00002', 'pickle data ends before its STOP opcode (truncated)'),
+    'many_live_values.pt': (
+        'limit', 'archive/data.pkl+0x228e9d',
+        'the pickle holds more than 1132368 values, stack entries, marks and memo entries at once '
+        '(limit max_pickle_values = 1132368)'),
+    'many_tiny_storages.pt': (
+        'limit', 'central directory',
+        'the archive has 1000002 records, more than 262144 storages and 16 others (limit max_storages = 262144)'),
+    # time
+    'long_decimal.pt': (
+        'unsupported', 'archive/data.pkl+0x2',
+        'integer literal of 1000000 digits; Python reads at most 4300 (sys.int_info.default_max_str_digits)'),
+    # tensors torch refuses, or whose size ckptfix cannot count
+    'huge_shape_stride0.pt': (
+        'corrupt', "key 'w'",
+        'tensor of shape [4294967296,4294967296] has more elements than fit in 64 bits (torch refuses it)'),
+    'huge_nbytes.pt': (
+        'corrupt', "key 'w'",
+        'tensor of shape [4611686018427387904] has 4611686018427387904 elements of 4 bytes, more bytes than fit '
+        'in 64 bits'),
+}
+
+# Sound files however odd: every command succeeds (diff: they differ from good.pt).
+SOUND = ['good.pt', 'non_utf8_key.pt', 'terminal_escapes.pt', 'many_globals.pt', 'big_metadata.pt',
+         'expanded_huge.pt', 'deflated_views.pt']
+
+# What may reach a terminal: no C0/C1 control but newline, no bidi or line separators.
+FORBIDDEN = [chr(c) for c in range(0x20) if c != 0x0A] + [chr(c) for c in range(0x7F, 0xA0)] + [
+    '\u2028', '\u2029', '\u200e', '\u200f', '\u202a', '\u202b', '\u202c', '\u202d', '\u202e',
+    '\u2066', '\u2067', '\u2068', '\u2069', '\ufeff']
+
+
+class AttackTest(cs.CliTestCase):
+    files = None
+
+    @classmethod
+    def setUpClass(cls):
+        cls.tmp = cs.TempDir(prefix='ckptfix-attacks-')
+        cls.dir = cls.tmp.join('attacks')
+        make_attacks.make(cls.dir)
+        cls.sanitized = sanitized()
+
+    @classmethod
+    def tearDownClass(cls):
+        cls.tmp.cleanup()
+
+    def run_in_fresh_dir(self, args):
+        """Runs in a new directory holding links to the attack files; returns
+        (Run, the directory's new entries)."""
+        cwd = tempfile.mkdtemp(dir=self.tmp.path)
+        for name in os.listdir(self.dir):
+            os.symlink(os.path.join(self.dir, name), os.path.join(cwd, name))
+        before = set(os.listdir(cwd))
+        limit = SANITIZED_TIMEOUT if self.sanitized else WALL_LIMIT
+        r = run_measured(args, cwd, guard=not self.sanitized, timeout=limit)
+        r.cwd = cwd
+        return r, sorted(set(os.listdir(cwd)) - before)
+
+    def assert_bounded(self, r):
+        self.assertGreaterEqual(r.returncode, 0, 'ckptfix was killed by a signal (crash or hang)' + r.describe())
+        for bad in ('terminate called', 'AddressSanitizer', 'runtime error:', 'LeakSanitizer', 'Segmentation'):
+            self.assertNotIn(bad, r.stderr, 'ckptfix crashed' + r.describe())
+        if self.sanitized:
+            return
+        self.assertLess(r.cpu, TIME_LIMIT, f'ckptfix took {r.cpu:.1f} s of CPU time' + r.describe())
+        self.assertLess(r.max_rss, RSS_LIMIT, f'ckptfix peaked at {r.max_rss / 2**20:.0f} MiB RSS' + r.describe())
+
+    def assert_printable(self, text, r):
+        for c in FORBIDDEN:
+            self.assertNotIn(c, text, f'unescaped {c!r} from the file reached the terminal' + r.describe())
+
+    # -- hostile files --------------------------------------------------------
+
+    def check_refused(self, name):
+        kind, place, message = REFUSED[name]
+        line = f"'{name}': {place}: {message}"
+        for label, argv in COMMANDS:
+            with self.subTest(file=name, command=label):
+                r, new = self.run_in_fresh_dir(argv(name))
+                self.assert_bounded(r)
+                self.assertEqual(r.returncode, 2 if label == 'diff' else 1, 'wrong exit code' + r.describe())
+                self.assertEqual(r.stderr, f'ckptfix: error: {line}\n', 'not the expected error line' + r.describe())
+                if label == 'check':
+                    self.assertEqual(r.stdout, f'{name}: {place}: {message}\n', r.describe())
+                elif label == 'inspect --json':
+                    entry = json.loads(r.stdout)['inputs'][0]
+                    self.assertEqual((entry['status'], entry['error'], entry['error_kind']), ('failed', line, kind),
+                                     r.describe())
+                else:
+                    self.assertEqual(r.stdout, '', 'a failed command printed on stdout' + r.describe())
+                self.assertEqual(new, [], 'a failed command left files behind' + r.describe())
+
+    # -- sound files ------------------------------------------------------------
+
+    def check_sound(self, name):
+        for label, argv in COMMANDS:
+            with self.subTest(file=name, command=label):
+                r, new = self.run_in_fresh_dir(argv(name))
+                self.assert_bounded(r)
+                expected = 1 if label == 'diff' and name != GOOD else 0
+                self.assertEqual(r.returncode, expected, 'wrong exit code' + r.describe())
+                self.assertEqual(new, [OUT] if label in WRITES else [], 'unexpected files' + r.describe())
+                if label != 'inspect --json':
+                    self.assert_printable(r.stdout + r.stderr, r)
+                if label == 'check':
+                    self.assertEqual(r.stdout, f'{name}: ok\n', r.describe())
+
+    # -- checks beyond the common contract -------------------------------------------
+
+    def test_terminal_escapes_are_shown_escaped(self):
+        r, _ = self.run_in_fresh_dir(['inspect', 'terminal_escapes.pt'])
+        self.assertEqual(r.returncode, 0, r.describe())
+        for shown in ('\\x1b[2J\\x1b[31mred', 'w\\x0amodel.pt: ok', '\\u202eevil'):
+            self.assertIn(shown, r.stdout, r.describe())
+        # check cannot be made to print a line of its own ("model.pt: ok")
+        r, _ = self.run_in_fresh_dir(['check', '--no-prefix', 'w', 'terminal_escapes.pt'])
+        self.assertEqual(r.returncode, 1, r.describe())
+        self.assertEqual(r.stdout, "terminal_escapes.pt: key 'w\\x0amodel.pt: ok': starts with 'w'\n", r.describe())
+        # JSON keeps the real keys, escaped as JSON escapes them
+        r, _ = self.run_in_fresh_dir(['inspect', '--json', 'terminal_escapes.pt'])
+        paths = [t['path'] for t in json.loads(r.stdout)['tensors']]
+        self.assertEqual(paths, [['\x1b[2J\x1b[31mred'], ['w\nmodel.pt: ok'], ['\u202eevil']], r.describe())
+        self.assertNotIn('\x1b', r.stdout, r.describe())
+
+    def test_non_utf8_key_is_replaced_in_json_and_escaped_for_people(self):
+        r, _ = self.run_in_fresh_dir(['inspect', '--json', 'non_utf8_key.pt'])
+        self.assertEqual(r.returncode, 0, r.describe())
+        doc = json.loads(r.stdout)
+        self.assertIs(doc.get('invalid_utf8_replaced'), True, r.describe())
+        self.assertEqual(doc['tensors'][0]['path'], ['w\ufffd\ufffd'], r.describe())
+        r, _ = self.run_in_fresh_dir(['inspect', 'non_utf8_key.pt'])
+        self.assertIn('w\\xff\\xfe', r.stdout, r.describe())
+        r, _ = self.run_in_fresh_dir(['inspect', '--json', 'good.pt'])
+        self.assertNotIn('invalid_utf8_replaced', json.loads(r.stdout), r.describe())
+
+    def test_diff_of_repeating_views_is_bounded(self):
+        expected = {
+            'expanded_huge.pt': "key 'w': comparing the tensors reads more than 67108872 elements: the files' views "
+                                "repeat or overlap (limit max_compared_elements = 67108872)",
+            'deflated_views.pt': "key 't6': comparing the tensors reads more than 201326592 elements: the files' "
+                                 "views repeat or overlap (limit max_compared_elements = 201326592)",
+        }
+        for name, message in expected.items():
+            with self.subTest(file=name):
+                r, new = self.run_in_fresh_dir(['diff', name, name])
+                self.assert_bounded(r)
+                self.assertEqual((r.returncode, r.stdout, new), (2, '', []), r.describe())
+                self.assertEqual(r.stderr, f"ckptfix: error: '{name}': {message}\n", r.describe())
+        # The limit is the comparison's own: --limit sets it, and a sound diff is untouched by it.
+        r, _ = self.run_in_fresh_dir(['diff', '--limit', 'max_compared_elements=10', 'good.pt', 'good.pt'])
+        self.assertEqual(r.returncode, 0, r.describe())
+        r, _ = self.run_in_fresh_dir(['diff', '--limit', 'max_compared_elements=7', 'good.pt', 'good.pt'])
+        self.assertEqual(r.returncode, 2, r.describe())
+        self.assertIn('(limit max_compared_elements = 7)', r.stderr, r.describe())
+
+    def test_declared_size_is_not_allocated_when_the_ratio_limit_is_lifted(self):
+        # Inflating into a growing buffer: the 4 GiB the directory declares is never allocated.
+        r, _ = self.run_in_fresh_dir(['inspect', '--limit', 'max_inflate_ratio=0', '--limit', 'max_pickle_bytes=8G',
+                                      'zip_declares_4gib_pickle.pt'])
+        self.assert_bounded(r)
+        self.assertEqual(r.returncode, 1, r.describe())
+        self.assertEqual(r.stderr, "ckptfix: error: 'zip_declares_4gib_pickle.pt': archive/data.pkl: deflated data "
+                                   "ends after 163 bytes, short of the declared size 4294967296\n", r.describe())
+
+    def test_raised_depth_limit_writes_what_torch_reads(self):
+        # Nothing recurses on the file's depth: with the limits raised, a
+        # chain 100k deep converts, and torch (whose unpickler does not
+        # recurse either) reads it back whole.
+        r, new = self.run_in_fresh_dir(['convert', '--limit', 'max_depth=200000', '--limit', 'max_walk_steps=10G',
+                                        'deep_namespace_chain.pt', '-o', OUT])
+        self.assert_bounded(r)
+        self.assertEqual((r.returncode, new), (0, [OUT]), r.describe())
+        code = ('import sys, torch\n'
+                'r = torch.load(sys.argv[1], weights_only=False)\n'  # made by make_attacks: trusted
+                'depth = 0\n'
+                'while hasattr(r, "next"):\n'
+                '    r, depth = r.next, depth + 1\n'
+                'print(depth)\n')
+        proc = subprocess.run(['/usr/bin/python3', '-c', code, os.path.join(r.cwd, OUT)], capture_output=True,
+                              text=True, timeout=300)
+        self.assertEqual(proc.returncode, 0, proc.stderr[-2000:])
+        self.assertEqual(proc.stdout.strip(), '99999', proc.stderr[-2000:])
+
+    def test_fixtures_are_deterministic(self):
+        small = [n for n in make_attacks.ATTACKS if os.path.getsize(os.path.join(self.dir, n)) < (1 << 20)]
+        again = make_attacks.make(self.tmp.join('again'), small)
+        for name, path in again.items():
+            self.assertEqual(cs.read(path), cs.read(os.path.join(self.dir, name)), f'{name} differs between runs')
+
+    def test_every_attack_is_covered(self):
+        self.assertEqual(sorted(make_attacks.ATTACKS), sorted(list(REFUSED) + SOUND))
+
+
+def _add_tests():
+    for name in REFUSED:
+        setattr(AttackTest, f'test_refused_{name[:-3]}', lambda self, n=name: self.check_refused(n))
+    for name in SOUND:
+        setattr(AttackTest, f'test_sound_{name[:-3]}', lambda self, n=name: self.check_sound(n))
+
+
+_add_tests()
+
+if __name__ == '__main__':
+    cs.main()
