@@ -9,6 +9,7 @@
 // The statistics (finite -> inf, non-zero -> zero) are counted from masks.
 #include "convert/convert_kernels.h"
 
+#include <cpuid.h>
 #include <immintrin.h>
 
 #include <cmath>
@@ -120,8 +121,14 @@ bool have_avx2() {
   return yes;
 }
 
+// CPUID leaf 1, ECX bit 29: clang 14's __builtin_cpu_supports does not know "f16c".
+bool have_f16c() {
+  unsigned eax = 0, ebx = 0, ecx = 0, edx = 0;
+  return __get_cpuid(1, &eax, &ebx, &ecx, &edx) != 0 && (ecx & bit_F16C) != 0;
+}
+
 bool have_avx2_f16c() {
-  static const bool yes = __builtin_cpu_supports("avx2") && __builtin_cpu_supports("f16c");
+  static const bool yes = __builtin_cpu_supports("avx2") && have_f16c();
   return yes;
 }
 
