@@ -5,6 +5,7 @@
 #include <memory>
 #include <string>
 #include <unordered_map>
+#include <unordered_set>
 #include <vector>
 
 #include "ckptfix/checkpoint.h"
@@ -26,8 +27,11 @@ struct Checkpoint::Impl {
   std::vector<Tensor> tensors;
   std::unordered_map<const Value*, size_t> tensor_by_value;
   std::vector<GlobalRef> globals;
+  std::unordered_set<std::string> global_names;  // dotted, to record each once
+  OpcodeSet opcodes;
 
-  /// Records a global the first time it is seen (an on_global hook).
+  /// The on_global hook of the readers: refuses a known gadget (Error
+  /// kUnsafe), and records any other global the first time it is seen.
   void note_global(const std::string& module, const std::string& name);
 };
 

@@ -15,10 +15,15 @@
 namespace ckptfix {
 
 void refuse_dangerous_global(const std::string& module, const std::string& name) {
-  if (classify_global(module, name) == GlobalSafety::kDangerous) {
-    throw Error(ErrorKind::kUnsafe, "refusing to load: the pickle references the dangerous global '" + module + "." +
-                                        name + "', which would run code or touch files when loaded");
-  }
+  const GlobalClass c = classify_global(module, name);
+  if (c.kind == GlobalKind::kGadget) throw dangerous_global_error(module, name, c.matched);
+}
+
+Error dangerous_global_error(const std::string& module, const std::string& name, const std::string& matched) {
+  const std::string dotted = module + "." + name;
+  const std::string why = matched.empty() || matched == dotted ? "" : " (" + matched + ")";
+  return Error(ErrorKind::kUnsafe, "refusing to load: the pickle references the dangerous global '" + dotted + "'" +
+                                       why + ", which would run code or touch files when loaded");
 }
 
 namespace {
@@ -158,6 +163,7 @@ class Machine {
   std::vector<size_t> marks_;
   std::unordered_map<uint64_t, Value*> memo_;
   int protocol_ = 0;
+  OpcodeSet opcodes_;
 };
 
 UnpickleResult Machine::run() {
@@ -168,6 +174,7 @@ UnpickleResult Machine::run() {
     }
     op_pos_ = pos_;
     const uint8_t code = u8();
+    opcodes_.insert(code);
     switch (code) {
       case op::kProto: {
         protocol_ = u8();
@@ -182,7 +189,7 @@ UnpickleResult Machine::run() {
       }
       case op::kStop: {
         Value* root = pop();
-        return {root, pos_, protocol_};
+        return {root, pos_, protocol_, opcodes_};
       }
 
       // Stack and memo manipulation

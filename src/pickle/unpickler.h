@@ -4,7 +4,8 @@
 // reference for their meaning). Where CPython would import a module or call
 // a function, this reader records a Global or an Object value instead.
 // Every Global is checked against the global policy as soon as it is read,
-// so a dangerous pickle fails before anything else happens.
+// so a pickle naming a known gadget fails before anything else happens. The
+// set of opcodes used is recorded, for the weights_only verdict.
 //
 // Not supported, with a clear error: the copyreg extension registry
 // (EXT1/2/4) and out-of-band buffers (NEXT_BUFFER, READONLY_BUFFER), which
@@ -16,6 +17,7 @@
 #include <span>
 #include <string>
 
+#include "ckptfix/error.h"
 #include "ckptfix/value.h"
 
 namespace ckptfix {
@@ -24,6 +26,7 @@ struct UnpickleResult {
   Value* root = nullptr;
   uint64_t length = 0;  ///< bytes consumed, STOP included
   int protocol = 0;     ///< from PROTO, 0 or 1 when absent
+  OpcodeSet opcodes;    ///< every opcode the pickle used
 };
 
 struct UnpickleOptions {
@@ -38,7 +41,11 @@ struct UnpickleOptions {
 /// Errors carry the location "+0x<offset>" of the offending opcode.
 UnpickleResult unpickle(std::span<const std::byte> bytes, ValueGraph& graph, const UnpickleOptions& options = {});
 
-/// The default global check: throws Error(kUnsafe) naming a dangerous global.
+/// The default global check: throws Error(kUnsafe) naming a known gadget
+/// (global_policy.h).
 void refuse_dangerous_global(const std::string& module, const std::string& name);
+
+/// The Error(kUnsafe) for a gadget; `matched` is the rule that matched.
+Error dangerous_global_error(const std::string& module, const std::string& name, const std::string& matched);
 
 }  // namespace ckptfix
