@@ -1,6 +1,5 @@
 #include "pickle/global_lists.h"
 
-#include <array>
 
 namespace ckptfix::global_lists {
 namespace {
@@ -9,7 +8,7 @@ namespace {
 // under torch 2.14.1. torch 2.6 lacks torch.bcomplex32, float4_e2m1fn_x2,
 // float8_e8m0fnu and int1-7/uint1-7; torch 1.13 allows far less (no
 // builtins, Counter, device, _rebuild_tensor_v3, bfloat16, bool, uint8, ...).
-constexpr std::array kTorchAllowlist = {
+constexpr const char* kTorchAllowlist[] = {
     "_codecs.encode", "builtins.bytearray", "builtins.complex", "builtins.set", "collections.Counter",
     "collections.OrderedDict", "torch.BFloat16Storage", "torch.BFloat16Tensor", "torch.BoolStorage",
     "torch.BoolTensor", "torch.ByteStorage", "torch.ByteTensor", "torch.CharStorage", "torch.CharTensor",
@@ -49,7 +48,7 @@ constexpr std::array kTorchAllowlist = {
     "torch.uint8",
 };
 
-constexpr std::array kKnownData = {
+constexpr const char* kKnownData[] = {
     // Plain containers and scalars CPython's pickler names (__builtin__ and
     // exceptions are read as builtins, as pickle and torch do).
     "builtins.frozenset", "builtins.slice", "builtins.range", "builtins.xrange", "builtins.bytes", "builtins.str",
@@ -93,7 +92,7 @@ constexpr std::array kKnownData = {
 // Gadgets. Whole modules where a pickle has no business (every attribute
 // below them is refused), then single attributes of otherwise ordinary
 // modules. Python 2 spellings are listed too: pickle maps them at load time.
-constexpr std::array kGadgets = {
+constexpr const char* kGadgets[] = {
     // processes, the interpreter, native code
     "os", "posix", "nt", "_posixsubprocess", "subprocess", "commands", "popen2", "sys", "runpy", "pty", "tty",
     "termios", "fcntl", "resource", "signal", "_signal", "ctypes", "_ctypes", "cffi", "gc", "site", "sysconfig",
@@ -156,7 +155,7 @@ constexpr std::array kGadgets = {
     "pandas.read_spss", "pandas.read_fwf", "pandas.read_clipboard", "pandas.eval",
 };
 
-constexpr std::array kGadgetMethods = {
+constexpr const char* kGadgetMethods[] = {
     "from_pretrained", "from_file", "fromfile", "load", "loads", "load_file", "save", "save_pretrained",
     "system", "popen", "spawn", "exec", "eval", "run_path", "run_module", "write_text", "write_bytes",
     "unlink", "rmtree", "tofile", "dump", "dumps",
