@@ -12,6 +12,9 @@
 #include <unistd.h>
 
 #include <csignal>
+#include <cstdio>
+#include <cstring>
+#include <exception>
 #include <filesystem>
 #include <fstream>
 #include <iterator>
@@ -42,6 +45,8 @@ std::set<std::string> pending_inputs(const fs::path& dir) {
   return out;
 }
 
+constexpr int kEscaped = 86;
+
 // "" when the target returned normally in a child process, else what happened.
 std::string replay(Target target, const fs::path& input) {
   std::ifstream in(input, std::ios::binary);
@@ -49,12 +54,20 @@ std::string replay(Target target, const fs::path& input) {
   const pid_t pid = fork();
   if (pid == 0) {
     alarm(60);
-    target(reinterpret_cast<const uint8_t*>(bytes.data()), bytes.size());
+    try {
+      target(reinterpret_cast<const uint8_t*>(bytes.data()), bytes.size());
+    } catch (const std::exception& e) {  // under libFuzzer: terminate
+      std::fprintf(stderr, "%s: %s\n", input.c_str(), e.what());
+      _exit(kEscaped);
+    } catch (...) {
+      _exit(kEscaped);
+    }
     _exit(0);
   }
   int status = 0;
   if (pid < 0 || waitpid(pid, &status, 0) != pid) return "could not run it";
   if (WIFEXITED(status) && WEXITSTATUS(status) == 0) return "";
+  if (WIFEXITED(status) && WEXITSTATUS(status) == kEscaped) return "an exception other than ckptfix::Error escaped";
   if (WIFSIGNALED(status)) return std::string("killed by signal ") + strsignal(WTERMSIG(status));
   return "exit status " + std::to_string(WEXITSTATUS(status));
 }
