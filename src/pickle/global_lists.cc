@@ -4,10 +4,13 @@
 namespace ckptfix::global_lists {
 namespace {
 
-// python3 -c 'import torch._weights_only_unpickler as w; print(*sorted(w._get_allowed_globals()))'
-// under torch 2.14.1. torch 2.6 lacks torch.bcomplex32, float4_e2m1fn_x2,
-// float8_e8m0fnu and int1-7/uint1-7; torch 1.13 allows far less (no
-// builtins, Counter, device, _rebuild_tensor_v3, bfloat16, bool, uint8, ...).
+// What torch.load(weights_only=True) accepts right after `import torch` in
+// torch 2.14.1: the keys of torch._weights_only_unpickler._get_allowed_globals(),
+// then what `import torch` adds with torch.serialization.add_safe_globals.
+// torch 2.6 lacks torch.bcomplex32, float4_e2m1fn_x2, float8_e8m0fnu,
+// int1-7/uint1-7 and all the additions but the nested tensor pair; torch
+// 1.13 allows far less (no builtins, Counter, device, _rebuild_tensor_v3,
+// bfloat16, bool, uint8, ...).
 constexpr const char* kTorchAllowlist[] = {
     "_codecs.encode", "builtins.bytearray", "builtins.complex", "builtins.set", "collections.Counter",
     "collections.OrderedDict", "torch.BFloat16Storage", "torch.BFloat16Tensor", "torch.BoolStorage",
@@ -46,6 +49,33 @@ constexpr const char* kTorchAllowlist[] = {
     "torch.storage.TypedStorage", "torch.storage.UntypedStorage", "torch.uint1", "torch.uint16", "torch.uint2",
     "torch.uint3", "torch.uint32", "torch.uint4", "torch.uint5", "torch.uint6", "torch.uint64", "torch.uint7",
     "torch.uint8",
+    // import torch: torch/distributed/distributed_c10d.py allows every builtin exception class and
+    // traceback's summaries (for error propagation), device_mesh.py its layouts, torch/nested the
+    // jagged nested tensor.
+    "builtins.ArithmeticError", "builtins.AssertionError", "builtins.AttributeError", "builtins.BaseException",
+    "builtins.BaseExceptionGroup", "builtins.BlockingIOError", "builtins.BrokenPipeError",
+    "builtins.BufferError", "builtins.BytesWarning", "builtins.ChildProcessError",
+    "builtins.ConnectionAbortedError", "builtins.ConnectionError", "builtins.ConnectionRefusedError",
+    "builtins.ConnectionResetError", "builtins.DeprecationWarning", "builtins.EOFError",
+    "builtins.EncodingWarning", "builtins.Exception", "builtins.ExceptionGroup", "builtins.FileExistsError",
+    "builtins.FileNotFoundError", "builtins.FloatingPointError", "builtins.FutureWarning",
+    "builtins.GeneratorExit", "builtins.ImportError", "builtins.ImportWarning", "builtins.IndentationError",
+    "builtins.IndexError", "builtins.InterruptedError", "builtins.IsADirectoryError", "builtins.KeyError",
+    "builtins.KeyboardInterrupt", "builtins.LookupError", "builtins.MemoryError",
+    "builtins.ModuleNotFoundError", "builtins.NameError", "builtins.NotADirectoryError",
+    "builtins.NotImplementedError", "builtins.OSError", "builtins.OverflowError",
+    "builtins.PendingDeprecationWarning", "builtins.PermissionError", "builtins.ProcessLookupError",
+    "builtins.PythonFinalizationError", "builtins.RecursionError", "builtins.ReferenceError",
+    "builtins.ResourceWarning", "builtins.RuntimeError", "builtins.RuntimeWarning",
+    "builtins.StopAsyncIteration", "builtins.StopIteration", "builtins.SyntaxError", "builtins.SyntaxWarning",
+    "builtins.SystemError", "builtins.SystemExit", "builtins.TabError", "builtins.TimeoutError",
+    "builtins.TypeError", "builtins.UnboundLocalError", "builtins.UnicodeDecodeError",
+    "builtins.UnicodeEncodeError", "builtins.UnicodeError", "builtins.UnicodeTranslateError",
+    "builtins.UnicodeWarning", "builtins.UserWarning", "builtins.ValueError", "builtins.Warning",
+    "builtins.ZeroDivisionError", "builtins._IncompleteInputError",
+    "torch.distributed._mesh_layout._FlatLayout", "torch.distributed._mesh_layout._MeshLayout",
+    "torch.nested._internal.nested_tensor.NestedTensor", "torch.nested._internal.nested_tensor._rebuild_njt",
+    "traceback.FrameSummary", "traceback.StackSummary",
 };
 
 constexpr const char* kKnownData[] = {

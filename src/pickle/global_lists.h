@@ -7,9 +7,10 @@
 
 namespace ckptfix::global_lists {
 
-/// torch 2.14's default weights_only allowlist, exactly: the keys of
-/// torch._weights_only_unpickler._get_allowed_globals() (generated from the
-/// sid judge; tests/cli/test_globals.py checks it against the running torch).
+/// torch 2.14's default weights_only allowlist, exactly: what it accepts
+/// right after `import torch` (the built-in list and what import adds with
+/// add_safe_globals; generated from the sid judge, and checked against the
+/// running torch by tests/cli/test_globals.py).
 std::span<const char* const> torch_allowlist();
 
 /// Known data: classes and functions that build values from their arguments

@@ -173,7 +173,7 @@ TEST(GlobalPolicy, TorchAllowlistIsExactlyTorch214s) {
            {"collections", "OrderedDict"}, {"torch._utils", "_rebuild_tensor_v2"}, {"torch", "FloatStorage"},
            {"torch", "bfloat16"}, {"torch.nn.parameter", "Parameter"}, {"_codecs", "encode"},
            {"torch.storage", "UntypedStorage"}, {"__builtin__", "set"}, {"torch", "float8_e8m0fnu"}, {"torch", "uint3"},
-           {"torch.cuda.sparse", "HalfTensor"}}) {
+           {"torch.cuda.sparse", "HalfTensor"}, {"builtins", "ValueError"}, {"traceback", "StackSummary"}}) {
     EXPECT_EQ(classify_global(module, name).kind, GlobalKind::kWeightsOnly) << module << "." << name;
     EXPECT_TRUE(in_torch_allowlist(module, name)) << module << "." << name;
   }
@@ -201,7 +201,7 @@ TEST(GlobalPolicy, KnownDataAndUnknown) {
   }
   for (auto [module, name] : std::vector<std::pair<std::string, std::string>>{
            {"ultralytics.nn.tasks", "DetectionModel"}, {"__main__", "Net"}, {"torch.nn.modules.linear", "Linear"},
-           {"mypkg.types", "Config"}, {"mypkg.io", "Reader"}, {"builtins", "ValueError"}, {"mypkg", "Outer.Inner"},
+           {"mypkg.types", "Config"}, {"mypkg.io", "Reader"}, {"builtins", "EnvironmentError"}, {"mypkg", "Outer.Inner"},
            {"torch", "_subclasses.fake_tensor.FakeTensor"}, {"enum", "Enum"}}) {
     EXPECT_EQ(classify_global(module, name).kind, GlobalKind::kUnknown) << module << "." << name;
   }
