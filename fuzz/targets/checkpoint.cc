@@ -10,9 +10,11 @@
 #include "targets/fuzz_support.h"
 #include "targets/targets.h"
 
-void ckptfix::fuzz::checkpoint(const uint8_t* data, size_t size) {
-  ckptfix::fuzz::expect_clean([&] {
-    ckptfix::Checkpoint ck = ckptfix::Checkpoint::from_bytes(ckptfix::fuzz::bytes_of(data, size), "fuzz.pt");
+namespace ckptfix::fuzz {
+
+void checkpoint(const uint8_t* data, size_t size) {
+  expect_clean([&] {
+    ckptfix::Checkpoint ck = ckptfix::Checkpoint::from_bytes(bytes_of(data, size), "fuzz.pt");
     (void)ck.tensor_positions();
     (void)ck.state_dicts();
     (void)ck.reachable_globals();
@@ -33,3 +35,5 @@ void ckptfix::fuzz::checkpoint(const uint8_t* data, size_t size) {
     }
   });
 }
+
+}  // namespace ckptfix::fuzz

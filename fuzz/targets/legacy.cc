@@ -8,10 +8,12 @@
 #include "io/input_file.h"
 #include "model/torch_objects.h"
 
-void ckptfix::fuzz::legacy(const uint8_t* data, size_t size) {
-  ckptfix::fuzz::expect_clean([&] {
+namespace ckptfix::fuzz {
+
+void legacy(const uint8_t* data, size_t size) {
+  expect_clean([&] {
     auto impl = std::make_unique<ckptfix::Checkpoint::Impl>();
-    impl->file = ckptfix::InputFile::from_memory(ckptfix::fuzz::bytes_of(data, size), "fuzz.pt");
+    impl->file = ckptfix::InputFile::from_memory(bytes_of(data, size), "fuzz.pt");
     ckptfix::read_legacy_checkpoint(*impl);
     ckptfix::Checkpoint ck = ckptfix::Checkpoint::adopt(std::move(impl));
     ckptfix::validate_tensor_views(ck);
@@ -19,3 +21,5 @@ void ckptfix::fuzz::legacy(const uint8_t* data, size_t size) {
     (void)ck.state_dicts();
   });
 }
+
+}  // namespace ckptfix::fuzz

@@ -56,11 +56,13 @@ std::string write(ckptfix::Value* root) {
 
 }  // namespace
 
-void ckptfix::fuzz::pickle_roundtrip(const uint8_t* data, size_t size) {
+namespace ckptfix::fuzz {
+
+void pickle_roundtrip(const uint8_t* data, size_t size) {
   Parsed first;
   std::string written;
   try {
-    parse(ckptfix::fuzz::bytes_of(data, size), first);
+    parse(bytes_of(data, size), first);
     written = write(first.root);
   } catch (const ckptfix::Error&) {
     return;  // not a pickle, or a graph protocol 2 cannot express: refused cleanly
@@ -85,3 +87,5 @@ void ckptfix::fuzz::pickle_roundtrip(const uint8_t* data, size_t size) {
     }
   }
 }
+
+}  // namespace ckptfix::fuzz

@@ -5,9 +5,13 @@
 #include "io/bytes.h"
 #include "pickle/unpickler.h"
 
-void ckptfix::fuzz::unpickle(const uint8_t* data, size_t size) {
-  ckptfix::fuzz::expect_clean([&] {
+namespace ckptfix::fuzz {
+
+void unpickle(const uint8_t* data, size_t size) {
+  expect_clean([&] {
     ckptfix::ValueGraph graph;
     ckptfix::unpickle(std::span<const std::byte>(reinterpret_cast<const std::byte*>(data), size), graph);
   });
 }
+
+}  // namespace ckptfix::fuzz

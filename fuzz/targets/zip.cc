@@ -7,13 +7,17 @@
 #include "io/input_file.h"
 #include "zip/zip_reader.h"
 
-void ckptfix::fuzz::zip(const uint8_t* data, size_t size) {
-  ckptfix::fuzz::expect_clean([&] {
-    auto file = ckptfix::InputFile::from_memory(ckptfix::fuzz::bytes_of(data, size), "fuzz.zip");
+namespace ckptfix::fuzz {
+
+void zip(const uint8_t* data, size_t size) {
+  expect_clean([&] {
+    auto file = ckptfix::InputFile::from_memory(bytes_of(data, size), "fuzz.zip");
     ckptfix::ZipReader zip(file);
     for (const ckptfix::ZipEntry& e : zip.entries()) {
       if (zip.find(e.name) == nullptr) std::abort();  // every entry is found by its name
-      ckptfix::fuzz::expect_clean([&] { (void)zip.read_all(e, uint64_t{1} << 20); });
+      expect_clean([&] { (void)zip.read_all(e, uint64_t{1} << 20); });
     }
   });
 }
+
+}  // namespace ckptfix::fuzz
