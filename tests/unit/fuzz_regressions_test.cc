@@ -83,7 +83,7 @@ TEST(FuzzRegressions, EveryCommittedFindingIsRefusedCleanly) {
       const std::string failure = replay(target, entry.path());
       ++replayed;
       if (pending.count(id)) {
-        std::cout << "[ PENDING  ] " << id << ": " << (failure.empty() ? "now passes; delete it from PENDING" : failure)
+        std::cout << "[ PENDING  ] " << id << ": " << (failure.empty() ? "passes in this build; once it also passes in the ASan build, delete it from PENDING" : failure)
                   << "\n";
       } else {
         EXPECT_EQ(failure, "") << id;
