@@ -108,6 +108,12 @@ class Writer {
   }
 
   void write_global(std::string_view module, std::string_view name) {
+    // GLOBAL ends module and name with a newline; protocol 4's STACK_GLOBAL
+    // can carry one, protocol 2 cannot (no importable module or attribute has one).
+    if (module.find('\n') != std::string_view::npos || name.find('\n') != std::string_view::npos) {
+      throw Error(ErrorKind::kUnsupported, "the global '" + std::string(module) + "." + std::string(name) +
+                                               "' has a line break in its name, which a protocol-2 pickle cannot write");
+    }
     opcode(op::kGlobal);
     out_ += python2_module_name(module);
     out_ += '\n';

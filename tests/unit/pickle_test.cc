@@ -238,5 +238,13 @@ TEST(Pickler, RejectsATupleThatContainsItself) {
   expect_error([&] { pickle_protocol2(t); }, ErrorKind::kUnsupported, "a tuple contains itself");
 }
 
+TEST(Pickler, RejectsAGlobalNameWithALineBreak) {
+  // Found by fuzz_pickle_roundtrip: STACK_GLOBAL can name "b\nc", GLOBAL cannot
+  // (written as is, it read back as a different global and broke the pickle).
+  ValueGraph graph;
+  Value* root = parse(graph, "\x80\x04\x8c\x01" "a\x8c\x03" "b\nc\x93."s);
+  expect_error([&] { pickle_protocol2(root); }, ErrorKind::kUnsupported, "line break");
+}
+
 }  // namespace
 }  // namespace ckptfix
