@@ -116,11 +116,14 @@ struct StateDict {
   size_t size = 0;
 };
 
-/// How a global is judged: see `check --safe` and the load-time refusal.
+/// A global the pickle names, and how it is judged. A checkpoint that names
+/// a known gadget does not open, so `kind` is never kGadget here.
 struct GlobalRef {
   std::string module;
   std::string name;
-  bool safe = false;  ///< in the torch.load(weights_only=True) allowlist
+  GlobalKind kind = GlobalKind::kUnknown;
+  /// torch.load(weights_only=True), the default since torch 2.6, accepts it.
+  bool weights_only() const { return kind == GlobalKind::kWeightsOnly; }
   std::string dotted() const { return module + "." + name; }
 };
 
@@ -206,8 +209,14 @@ class Checkpoint {
   const std::vector<Tensor>& tensors() const;
   /// The tensor whose value is v, or nullptr.
   const Tensor* tensor_of(const Value* v) const;
-  /// Every global the pickle names, in order of first appearance.
+  /// Every global the pickle names, in order of first appearance (for legacy
+  /// files, in any of its five pickles).
   const std::vector<GlobalRef>& globals() const;
+  /// Every global reachable from the root now (after passes and extraction),
+  /// judged, in order of first appearance.
+  std::vector<GlobalRef> reachable_globals() const;
+  /// Every opcode the checkpoint's pickles use (all five of a legacy file).
+  const OpcodeSet& pickle_opcodes() const;
 
   /// Every tensor position, in pickle order (computed from the current graph).
   std::vector<TensorPosition> tensor_positions() const;

@@ -1,12 +1,17 @@
-// ckptfix check FILE... [--device D] [--no-prefix P]... [--dtype T,...]
-// [--safe] [--crc] [--key PATH]...: a gate for CI and pre-commit hooks.
-// Writes nothing; lists every violation as "FILE: WHERE: WHAT" and exits 1
-// when there is any.
+// ckptfix check FILE... [--allow-global PATTERN]... [--device D]
+// [--no-prefix P]... [--dtype T,...] [--crc] [--key PATH]...: a gate for CI
+// and pre-commit hooks. Writes nothing; lists every violation as
+// "FILE: WHERE: WHAT" and exits 1 when there is any. By default a file
+// passes when it opens and the default torch.load (weights_only=True, torch
+// >= 2.6) would load it: every global on torch's allowlist (or trusted with
+// --allow-global), every pickle opcode in torch's weights_only subset.
 #include <algorithm>
 
 #include "ckptfix/checkpoint.h"
 #include "ckptfix/error.h"
+#include "ckptfix/passes.h"
 #include "ckptfix/verify.h"
+#include "ckptfix/weights_only.h"
 #include "cli/batch.h"
 #include "cli/commands.h"
 #include "cli/report.h"
@@ -21,7 +26,8 @@ struct CheckArgs {
   std::string device;
   std::vector<std::string> no_prefix;
   std::vector<std::string> dtypes;
-  bool safe = false;
+  std::vector<std::string> allow_globals;
+  bool safe = false;  // the default since globals are judged by an allowlist; kept for old scripts
   bool crc = false;
   std::vector<std::string> keys;
 };
@@ -37,8 +43,27 @@ std::string quoted_list(const std::vector<std::string>& items) {
   return s;
 }
 
+bool trusted(const std::vector<std::string>& patterns, const std::string& global) {
+  return std::any_of(patterns.begin(), patterns.end(), [&](const std::string& p) { return glob_match(p, global); });
+}
+
+// What the default torch.load refuses, less the globals the project trusts.
+void check_weights_only(const CheckArgs& args, const Checkpoint& ck, const WeightsOnlyVerdict& verdict,
+                        std::vector<Violation>& found) {
+  for (const GlobalRef& g : ck.globals()) {
+    if (g.weights_only() || trusted(args.allow_globals, g.dotted())) continue;
+    found.push_back({"global '" + g.dotted() + "'", "is outside the weights_only allowlist of torch.load (" +
+                                                       global_kind_text(g.kind) + ")"});
+  }
+  for (const std::string& opcode : verdict.opcodes) {
+    found.push_back({"opcode " + opcode,
+                     "is outside the pickle opcodes torch.load reads with weights_only (ckptfix convert re-writes "
+                     "the pickle at protocol 2)"});
+  }
+}
+
 std::vector<Violation> check_file(const CheckArgs& args, const std::vector<DType>& allowed, const OpenOptions& open,
-                                  const Input& input, Progress& progress) {
+                                  const Input& input, Progress& progress, nlohmann::json& doc) {
   std::vector<Violation> found;
   if (args.crc) {
     // verify_file checks every record's CRC-32 before anything else.
@@ -57,9 +82,12 @@ std::vector<Violation> check_file(const CheckArgs& args, const std::vector<DType
       return found;
     }
   }
-  // Opening is the default check: a sound structure, no dangerous global.
+  // Opening is the first check: a sound structure, no known gadget.
   Checkpoint ck = Checkpoint::open(input.path, open);
   const std::vector<std::string> names = tensor_names(ck);
+  const WeightsOnlyVerdict verdict = weights_only_verdict(ck);
+  doc["weights_only"] = weights_only_json(verdict);
+  check_weights_only(args, ck, verdict, found);
 
   if (!args.device.empty()) {
     std::vector<std::string> first_key(ck.storages().size());
@@ -95,12 +123,6 @@ std::vector<Violation> check_file(const CheckArgs& args, const std::vector<DType
                                                     quoted_list(allowed_names)});
     }
   }
-  if (args.safe) {
-    for (const GlobalRef& g : ck.globals()) {
-      if (g.safe) continue;
-      found.push_back({"global '" + g.dotted() + "'", "is outside the weights_only allowlist of torch.load"});
-    }
-  }
   return found;
 }
 
@@ -110,6 +132,9 @@ int run(const CheckArgs& args) {
   OpenOptions open;
   try {
     open = open_options(args.batch.limits);
+    for (const std::string& g : args.allow_globals) {
+      if (g.empty()) throw Error(ErrorKind::kInvalidArgument, "--allow-global needs a non-empty pattern");
+    }
     for (const std::string& d : args.dtypes) allowed.push_back(parse_user_dtype(d, "--dtype"));
     if (!args.device.empty()) validate_device(args.device);
     for (const std::string& p : args.no_prefix) {
@@ -124,7 +149,7 @@ int run(const CheckArgs& args) {
     Outcome o;
     std::vector<Violation> violations;
     try {
-      violations = check_file(args, allowed, open, input, progress);
+      violations = check_file(args, allowed, open, input, progress, o.doc);
     } catch (const std::exception& e) {
       // A file that does not open (damaged, dangerous, not a checkpoint) fails
       // the gate, with the usual error line too.
@@ -156,7 +181,9 @@ int run(const CheckArgs& args) {
 CommandRun register_check(CLI::App& app) {
   auto args = std::make_shared<CheckArgs>();
   CLI::App* cmd = app.add_subcommand(
-      "check", "Gate for CI: exit 1 listing every violation (default: sound structure, no dangerous globals)");
+      "check",
+      "Gate for CI: exit 1 listing every violation (default: the file opens and the default torch.load, "
+      "weights_only=True, would load it)");
   add_batch_options(cmd, args->batch);
   cmd->add_option("--device", args->device, "Every storage must be saved on this device (e.g. cpu)");
   cmd->add_option("--no-prefix", args->no_prefix, "No state-dict key may start with this prefix (repeatable)")
@@ -164,7 +191,11 @@ CommandRun register_check(CLI::App& app) {
   cmd->add_option("--dtype", args->dtypes, "Every floating tensor of the state dicts must have one of these types")
       ->allow_extra_args(false)
       ->delimiter(',');
-  cmd->add_flag("--safe", args->safe, "Every global must be one torch.load(weights_only=True) accepts");
+  cmd->add_option("--allow-global", args->allow_globals,
+                  "Trust globals matching this glob (repeatable), e.g. 'mypkg.*' or argparse.Namespace; known "
+                  "gadgets are refused regardless")
+      ->allow_extra_args(false);
+  cmd->add_flag("--safe", args->safe, "Accepted for old scripts: the weights_only allowlist is now the default");
   cmd->add_flag("--crc", args->crc, "Every record's CRC-32 must be right");
   cmd->add_option("--key", args->keys, "Check the dicts at these paths instead of the state dicts (repeatable)")
       ->allow_extra_args(false);

@@ -6,6 +6,7 @@
 
 #include "ckptfix/checkpoint.h"
 #include "ckptfix/prefixes.h"
+#include "ckptfix/weights_only.h"
 #include "cli/batch.h"
 #include "cli/commands.h"
 #include "cli/report.h"
@@ -66,7 +67,10 @@ nlohmann::json describe(const Checkpoint& ck, nlohmann::json& all_tensors) {
                                   {"in_optimizer", sd.in_optimizer}});
   }
   doc["globals"] = nlohmann::json::array();
-  for (const GlobalRef& g : ck.globals()) doc["globals"].push_back({{"name", g.dotted()}, {"safe", g.safe}});
+  for (const GlobalRef& g : ck.globals()) {
+    doc["globals"].push_back({{"name", g.dotted()}, {"kind", global_kind_name(g.kind)}, {"safe", g.weights_only()}});
+  }
+  doc["weights_only"] = weights_only_json(weights_only_verdict(ck));
 
   doc["storages"] = nlohmann::json::array();
   for (const Storage& s : storages) {
@@ -127,10 +131,8 @@ void print_human(const Checkpoint& ck, const nlohmann::json& doc, std::ostream& 
     if (sd.in_optimizer) out << " (inside an optimizer state)";
   }
   out << "\n  globals:";
-  for (const GlobalRef& g : ck.globals()) {
-    out << "\n    " << printable(g.dotted()) << (g.safe ? "" : "  (outside the weights_only allowlist)");
-  }
-  out << "\n";
+  for (const GlobalRef& g : ck.globals()) out << "\n    " << printable(g.dotted()) << "  (" << global_kind_text(g.kind) << ")";
+  out << "\n  default torch.load (weights_only, torch >= 2.6): " << describe(weights_only_verdict(ck)) << "\n";
 
   // The tensor table, columns sized to their contents.
   std::vector<std::array<std::string, 7>> rows;

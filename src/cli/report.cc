@@ -209,6 +209,20 @@ void rearm_memory_reserve() {
   if (!memory_reserve.compare_exchange_strong(expected, fresh)) delete[] fresh;
 }
 
+std::string global_kind_text(GlobalKind kind) {
+  switch (kind) {
+    case GlobalKind::kWeightsOnly: return "weights_only allowlist";
+    case GlobalKind::kData: return "known data";
+    case GlobalKind::kUnknown: return "unknown: may run its own code when loaded";
+    case GlobalKind::kGadget: return "gadget";
+  }
+  return "unknown";
+}
+
+nlohmann::json weights_only_json(const WeightsOnlyVerdict& verdict) {
+  return {{"loads", verdict.loads}, {"globals", verdict.globals}, {"opcodes", verdict.opcodes}};
+}
+
 const char* version() {
 #ifdef CKPTFIX_VERSION
   return CKPTFIX_VERSION;

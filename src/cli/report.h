@@ -14,6 +14,7 @@
 #include "ckptfix/error.h"
 #include "ckptfix/save.h"
 #include "ckptfix/verify.h"
+#include "ckptfix/weights_only.h"
 
 namespace ckptfix::cli {
 
@@ -55,6 +56,11 @@ nlohmann::json path_to_json(const Path& path);
 nlohmann::json verification_json(const SaveResult& saved);
 /// The "gpu" object: status, and reason or device, bytes, seconds.
 nlohmann::json gpu_json(const GpuReport& gpu);
+
+/// How inspect describes a global's kind: "weights_only allowlist", "known data, ...".
+std::string global_kind_text(GlobalKind kind);
+/// The "weights_only" object: {"loads", "globals", "opcodes"}.
+nlohmann::json weights_only_json(const WeightsOnlyVerdict& verdict);
 
 /// Version string.
 const char* version();

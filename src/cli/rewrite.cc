@@ -131,6 +131,24 @@ nlohmann::json changes_json(const PassReport& report, const SaveResult* saved) {
           {"flushed_to_zero", flushed}};
 }
 
+// Globals the output will still name that are neither on torch's allowlist
+// nor known data: a project's own classes, whose code runs on a full load.
+std::vector<std::string> unknown_globals(const Checkpoint& checkpoint) {
+  std::vector<std::string> out;
+  for (const GlobalRef& g : checkpoint.reachable_globals()) {
+    if (g.kind == GlobalKind::kUnknown) out.push_back(g.dotted());
+  }
+  return out;
+}
+
+std::string unknown_globals_warning(const std::vector<std::string>& names) {
+  std::string list;
+  for (size_t i = 0; i < names.size(); ++i) list += (i ? ", " : "") + names[i];
+  return "kept " + std::to_string(names.size()) + " global" + (names.size() == 1 ? "" : "s") +
+         " ckptfix does not know as data (" + list +
+         "): loading the output with weights_only=False runs their code, so it is only as trustworthy as the input";
+}
+
 // Fault injection for the tests (docs/cli.md): CKPTFIX_TEST_FAULT=write-fails-after:N
 // or corrupt-before-verify.
 void apply_test_faults(SaveOptions& options) {
@@ -227,10 +245,12 @@ int run_rewrite(const std::string& command, const RewriteArgs& args, const PassO
     try {
       Checkpoint checkpoint = Checkpoint::open(input.path, open);
       const PassReport report = apply_passes(checkpoint, passes);
-      for (const std::string& w : report.warnings) {
-        o.err += "ckptfix: warning: '" + printable(input.path) + "': " + printable(w) + "\n";
-      }
-      o.doc["warnings"] = report.warnings;
+      std::vector<std::string> warnings = report.warnings;
+      const std::vector<std::string> unknown = unknown_globals(checkpoint);
+      if (!unknown.empty()) warnings.push_back(unknown_globals_warning(unknown));
+      for (const std::string& w : warnings) o.err += "ckptfix: warning: '" + printable(input.path) + "': " + printable(w) + "\n";
+      o.doc["warnings"] = warnings;
+      o.doc["unknown_globals"] = unknown;
       // Nothing to change and nothing to convert: leave an in-place input alone.
       const bool needs_write = report.changed() || !args.in_place || checkpoint.format() != CheckpointFormat::kZip;
       if (!needs_write) {

@@ -105,13 +105,13 @@ void read_zip_checkpoint(Checkpoint::Impl& impl, const OpenOptions& options) {
   unpickle_options.max_values = impl.pickle_values();
   unpickle_options.max_name_bytes = impl.limits.max_name_bytes;
   unpickle_options.on_global = [&impl](const std::string& module, const std::string& name) {
-    refuse_dangerous_global(module, name);
     impl.note_global(module, name);
   };
   try {
     const UnpickleResult parsed = unpickle(as_bytes(pickle_bytes), impl.graph, unpickle_options);
     impl.root = parsed.root;
     impl.protocol = parsed.protocol;
+    impl.opcodes |= parsed.opcodes;
   } catch (Error& e) {
     e.within(pickle->name);
     throw;

@@ -7,6 +7,7 @@
 #include "model/checkpoint_impl.h"
 #include "model/torch_objects.h"
 #include "pickle/global_policy.h"
+#include "pickle/unpickler.h"
 #include "storage/storage_reader.h"
 
 namespace ckptfix {
@@ -16,9 +17,14 @@ std::string_view format_name(CheckpointFormat format) {
 }
 
 void Checkpoint::Impl::note_global(const std::string& module, const std::string& name) {
-  // Both are dotted identifiers, so "module name" is unambiguous.
-  if (!global_names.insert(module + " " + name).second) return;
-  globals.push_back({module, name, classify_global(module, name) == GlobalSafety::kSafe});
+  // Pickles name the same global many times; judge it once. The key is
+  // unambiguous ("a.b" + "c" and "a" + "b.c" differ).
+  std::string key = std::to_string(module.size()) + ":" + module + name;
+  if (global_names.count(key) != 0) return;
+  const GlobalClass c = classify_global(module, name);
+  if (c.kind == GlobalKind::kGadget) throw dangerous_global_error(module, name, c.matched);
+  global_names.insert(std::move(key));
+  globals.push_back({module, name, c.kind});
 }
 
 uint64_t Checkpoint::Impl::walk_steps() const {
@@ -114,6 +120,7 @@ const std::vector<Storage>& Checkpoint::storages() const { return impl_->storage
 std::vector<Tensor>& Checkpoint::tensors() { return impl_->tensors; }
 const std::vector<Tensor>& Checkpoint::tensors() const { return impl_->tensors; }
 const std::vector<GlobalRef>& Checkpoint::globals() const { return impl_->globals; }
+const OpcodeSet& Checkpoint::pickle_opcodes() const { return impl_->opcodes; }
 
 const Tensor* Checkpoint::tensor_of(const Value* v) const {
   auto it = impl_->tensor_by_value.find(v);

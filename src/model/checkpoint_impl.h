@@ -48,9 +48,11 @@ struct Checkpoint::Impl {
   std::unordered_map<const Value*, size_t> tensor_by_value;
   std::vector<GlobalRef> globals;
   std::unordered_set<std::string> global_names;  // of `globals`, to record each once
+  OpcodeSet opcodes;
   ReadLimits limits;
 
-  /// Records a global the first time it is seen (an on_global hook).
+  /// The on_global hook of the readers: refuses a known gadget (Error
+  /// kUnsafe), and records any other global the first time it is seen.
   void note_global(const std::string& module, const std::string& name);
   /// ReadLimits::max_walk_steps, or its default for this graph.
   uint64_t walk_steps() const;

@@ -1,156 +1,189 @@
 #include "pickle/global_policy.h"
 
-#include <array>
-#include <string>
+#include <algorithm>
+#include <cstdint>
+#include <unordered_map>
+#include <vector>
+
+#include "pickle/global_lists.h"
 
 namespace ckptfix {
 namespace {
 
-bool module_within(std::string_view module, std::string_view root) {
-  return module == root || (module.size() > root.size() && module.substr(0, root.size()) == root &&
-                            module[root.size()] == '.');
+constexpr size_t npos = std::string_view::npos;
+
+// Dotted paths stored segment by segment, so that "which entries are dotted
+// prefixes of this path" costs one hash lookup per segment walked and never
+// looks at more than the longest entry's segments.
+class SegmentTrie {
+ public:
+  explicit SegmentTrie(std::span<const char* const> entries) {
+    for (const char* e : entries) insert(e);
+  }
+
+  /// Calls found(end) for every entry that is path[0, end) with end at a
+  /// dot or at the end of path, shortest first; stops when found returns true.
+  template <typename F>
+  void walk(std::string_view path, F&& found) const {
+    uint32_t node = 0;
+    size_t pos = 0;
+    while (true) {
+      // Look no further than the longest segment: a longer one matches nothing.
+      const size_t dot = path.substr(pos, longest_segment_ + 1).find('.');
+      const size_t end = dot == npos ? path.size() : pos + dot;
+      if (end - pos > longest_segment_) return;
+      const auto& children = nodes_[node].children;
+      const auto it = children.find(path.substr(pos, end - pos));
+      if (it == children.end()) return;
+      node = it->second;
+      if (nodes_[node].terminal && found(end)) return;
+      if (end == path.size()) return;
+      pos = end + 1;
+    }
+  }
+
+  /// End of the shortest entry that is a dotted prefix of path, or npos.
+  size_t first_prefix(std::string_view path) const {
+    size_t out = npos;
+    walk(path, [&](size_t end) {
+      out = end;
+      return true;
+    });
+    return out;
+  }
+
+  bool contains(std::string_view path) const {
+    bool exact = false;
+    walk(path, [&](size_t end) { return exact = end == path.size(); });
+    return exact;
+  }
+
+ private:
+  struct Node {
+    std::unordered_map<std::string_view, uint32_t> children;
+    bool terminal = false;
+  };
+
+  void insert(std::string_view path) {
+    uint32_t node = 0;
+    while (true) {
+      const size_t dot = path.find('.');
+      const std::string_view segment = path.substr(0, dot);
+      longest_segment_ = std::max(longest_segment_, segment.size());
+      auto it = nodes_[node].children.find(segment);
+      if (it == nodes_[node].children.end()) {
+        nodes_.emplace_back();
+        it = nodes_[node].children.emplace(segment, static_cast<uint32_t>(nodes_.size() - 1)).first;
+      }
+      node = it->second;
+      if (dot == npos) break;
+      path.remove_prefix(dot + 1);
+    }
+    nodes_[node].terminal = true;
+  }
+
+  std::vector<Node> nodes_{1};
+  size_t longest_segment_ = 0;
+};
+
+struct Lists {
+  SegmentTrie allowlist{global_lists::torch_allowlist()};
+  SegmentTrie data{global_lists::known_data()};
+  SegmentTrie gadgets{global_lists::gadgets()};
+  SegmentTrie gadget_methods{global_lists::gadget_methods()};
+};
+
+const Lists& lists() {
+  static const Lists instance;  // built once, thread-safe
+  return instance;
 }
 
-// Whole modules whose every attribute is treated as dangerous: process and
-// code execution, file and network access, and other picklers.
-constexpr std::array kDangerousModules = {
-    "os", "posix", "nt", "subprocess", "sys", "socket", "runpy", "shutil", "pty", "pickle", "_pickle",
-    "cPickle", "pickletools", "importlib", "ctypes", "webbrowser", "pip", "code", "codeop", "commands",
-    "popen2", "multiprocessing", "asyncio", "http", "httplib", "urllib", "urllib2", "urllib3", "requests",
-    "aiohttp", "ftplib", "smtplib", "telnetlib", "platform", "timeit", "pdb", "bdb", "trace", "profile",
-    "cProfile", "dill", "marshal", "shelve", "io", "_io", "codecs", "pathlib", "fileinput", "tempfile",
-    "functools", "operator", "_operator", "inspect", "threading", "_thread", "signal", "zipimport",
-    "tarfile", "zipfile", "gc", "imp", "site", "sysconfig", "distutils", "setuptools", "_posixsubprocess",
-    "torch.hub", "numpy.distutils", "numpy.f2py", "numpy.testing", "numpy.ctypeslib", "numpy.lib.npyio",
-    "joblib", "cloudpickle",
-};
-
-// Single attributes that are dangerous in otherwise-innocent modules.
-constexpr std::array<std::pair<const char*, const char*>, 13> kDangerousAttributes = {{
-    {"types", "FunctionType"},
-    {"types", "LambdaType"},
-    {"types", "CodeType"},
-    {"types", "MethodType"},
-    {"types", "ModuleType"},
-    {"torch", "load"},
-    {"torch.serialization", "load"},
-    {"torch.serialization", "_load"},
-    {"torch.serialization", "_legacy_load"},
-    {"torch.storage", "_load_from_bytes"},
-    {"torch.jit", "load"},
-    {"numpy", "load"},
-    {"numpy", "fromfile"},
-}};
-
-constexpr std::array kDangerousBuiltins = {
-    "eval", "exec", "execfile", "compile", "getattr", "setattr", "delattr", "__import__", "open", "apply",
-    "breakpoint", "input", "raw_input", "globals", "locals", "vars", "reload", "file", "help", "exit", "quit",
-};
-
-// torch 2.x weights_only allowlist, outside the families handled below.
-constexpr std::array<std::pair<const char*, const char*>, 16> kSafeGlobals = {{
-    {"collections", "OrderedDict"},
-    {"collections", "Counter"},
-    {"torch.nn.parameter", "Parameter"},
-    {"torch.serialization", "_get_layout"},
-    {"torch", "Size"},
-    {"torch", "Tensor"},
-    {"torch", "device"},
-    {"_codecs", "encode"},
-    {"builtins", "bytearray"},
-    {"builtins", "set"},
-    {"builtins", "complex"},
-    {"__builtin__", "bytearray"},
-    {"__builtin__", "set"},
-    {"__builtin__", "complex"},
-    {"torch._tensor", "_rebuild_from_type_v2"},
-    {"torch._utils", "_rebuild_tensor"},
-}};
-
-constexpr std::array kSafeRebuilds = {
-    "_rebuild_tensor_v2",         "_rebuild_tensor_v3",        "_rebuild_parameter",
-    "_rebuild_parameter_with_state", "_rebuild_qtensor",       "_rebuild_sparse_tensor",
-    "_rebuild_meta_tensor_no_storage", "_rebuild_wrapper_subclass", "_rebuild_device_tensor_from_numpy",
-    "_rebuild_xla_tensor",        "_rebuild_nested_tensor",    "_rebuild_device_tensor_from_cpu_tensor",
-    "_rebuild_sparse_csr_tensor", "_rebuild_mps_tensor",
-};
-
-constexpr std::array kDtypeNames = {
-    "float32", "float", "float64", "double", "float16", "half", "bfloat16", "complex32", "chalf",
-    "complex64", "cfloat", "complex128", "cdouble", "uint8", "int8", "int16", "short", "int32", "int",
-    "int64", "long", "bool", "quint8", "qint8", "qint32", "quint4x2", "quint2x4", "uint16", "uint32",
-    "uint64", "float8_e4m3fn", "float8_e5m2", "float8_e4m3fnuz", "float8_e5m2fnuz", "float8_e8m0fnu",
-    "float4_e2m1fn_x2", "bits8", "bits16", "bits1x8", "bits2x4", "bits4x2", "uint1", "uint2", "uint3",
-    "uint4", "uint5", "uint6", "uint7", "int1", "int2", "int3", "int4", "int5", "int6", "int7",
-    "per_tensor_affine", "per_channel_affine", "per_tensor_symmetric", "per_channel_symmetric",
-    "per_channel_affine_float_qparams",
-};
+// Python 2 module names, as pickle (and torch's weights_only reader) map them.
+std::string_view canonical_module(std::string_view module) {
+  if (module == "__builtin__" || module == "exceptions") return "builtins";
+  if (module == "copy_reg") return "copyreg";
+  return module;
+}
 
 bool ends_with(std::string_view s, std::string_view suffix) {
   return s.size() >= suffix.size() && s.substr(s.size() - suffix.size()) == suffix;
 }
 
-}  // namespace
-
-namespace {
-
-// The checks that make module.name dangerous by itself, without looking at
-// the longer paths a dotted name also reaches.
-bool dangerous_path(std::string_view module, std::string_view name) {
-  for (const char* m : kDangerousModules) {
-    if (module_within(module, m)) return true;
-  }
-  if (module == "builtins" || module == "__builtin__") {
-    for (const char* b : kDangerousBuiltins) {
-      if (name == b) return true;
-    }
-  }
-  for (const auto& [m, a] : kDangerousAttributes) {
-    if (module == m && name == a) return true;
-  }
-  return false;
+// Exception classes only build an exception object.
+bool is_exception_name(std::string_view name) {
+  return ends_with(name, "Error") || ends_with(name, "Exception") || ends_with(name, "Warning") ||
+         name == "KeyboardInterrupt" || name == "SystemExit" || name == "GeneratorExit" ||
+         name == "StopIteration" || name == "StopAsyncIteration" || name == "ExceptionGroup" ||
+         name == "BaseExceptionGroup";
 }
 
+GlobalClass gadget(std::string matched) { return {GlobalKind::kGadget, std::move(matched)}; }
+
 }  // namespace
 
-GlobalSafety classify_global(std::string_view module, std::string_view name) {
-  // Attribute traversal through dunders (torch.__builtins__, X.__globals__,
-  // obj.__class__.__subclasses__ ...) reaches anything; pickle's own
-  // copyreg helpers are the legitimate exception (but not their attributes).
-  const bool copyreg = module == "copyreg" || module == "copy_reg";
-  const auto first_dot = name.find('.');
-  const std::string_view checked = !copyreg ? name : first_dot == std::string_view::npos ? std::string_view()
-                                                                                        : name.substr(first_dot + 1);
-  if (checked.find("__") != std::string_view::npos) return GlobalSafety::kDangerous;
-  // A dotted qualified name (protocol 4) is a getattr chain: judge every
-  // path along it (module.a + b.c, module.a.b + c), one after the other, in
-  // time linear in the name's length.
-  std::string path(module);
-  std::string_view rest = name;
-  while (true) {
-    if (dangerous_path(path, rest)) return GlobalSafety::kDangerous;
-    const auto dot = rest.find('.');
-    if (dot == std::string_view::npos) break;
-    path += '.';
-    path.append(rest.substr(0, dot));
-    rest = rest.substr(dot + 1);
+bool in_torch_allowlist(std::string_view module, std::string_view name) {
+  if (name.find('.') != npos) return false;
+  const std::string path = std::string(canonical_module(module)) + "." + std::string(name);
+  return lists().allowlist.contains(path);
+}
+
+GlobalClass classify_global(std::string_view spelled_module, std::string_view name) {
+  const Lists& l = lists();
+  const std::string_view module = canonical_module(spelled_module);
+  const std::string path = std::string(module) + "." + std::string(name);
+  const size_t chain_start = module.size() + 1;  // where `name` starts in `path`
+  const bool dotted = name.find('.') != npos;
+
+  // A dunder attribute reaches everything (torch.__builtins__, f.__globals__);
+  // copyreg's two object builders are the exception.
+  if (name.find("__") != npos && !(module == "copyreg" && (name == "__newobj__" || name == "__newobj_ex__"))) {
+    return gadget("a dunder attribute");
+  }
+  if (!dotted) {
+    if (l.allowlist.contains(path)) return {GlobalKind::kWeightsOnly, {}};
+    if (l.data.contains(path)) return {GlobalKind::kData, {}};
   }
 
-  for (const auto& [m, a] : kSafeGlobals) {
-    if (module == m && name == a) return GlobalSafety::kSafe;
+  // An attribute of a known class is a method, not data, and several touch
+  // files (pathlib.Path.write_text, numpy.ndarray.tofile, torch.UntypedStorage.from_file).
+  if (dotted) {
+    size_t owner = npos;
+    auto past_module = [&](size_t end) {
+      if (end > module.size() && end < path.size()) owner = end;  // a class, with attributes after it
+      return owner != npos;
+    };
+    l.allowlist.walk(path, past_module);
+    if (owner == npos) l.data.walk(path, past_module);
+    if (owner != npos) return gadget("an attribute of " + path.substr(0, owner));
   }
-  if (module == "torch._utils") {
-    for (const char* r : kSafeRebuilds) {
-      if (name == r) return GlobalSafety::kSafe;
+
+  // Gadget modules and attributes: a dotted prefix of the whole path, or of
+  // any tail of the attribute chain, since each link may be a module
+  // (torch + os.system is os.system; torch.serialization + pickle.loads is pickle.loads).
+  for (size_t start = 0; start < path.size();) {
+    const std::string_view tail = std::string_view(path).substr(start);
+    if (const size_t end = l.gadgets.first_prefix(tail); end != npos) return gadget(std::string(tail.substr(0, end)));
+    if (start < chain_start) {
+      start = chain_start;
+    } else {
+      const size_t dot = path.find('.', start);
+      if (dot == npos) break;
+      start = dot + 1;
     }
   }
-  if (module == "torch") {
-    if (ends_with(name, "Storage") || ends_with(name, "Tensor")) return GlobalSafety::kSafe;
-    for (const char* d : kDtypeNames) {
-      if (name == d) return GlobalSafety::kSafe;
-    }
+
+  // builtins holds the interpreter's functions: only the data types above
+  // and exception classes are values.
+  if (module == "builtins") {
+    if (!dotted && is_exception_name(name)) return {GlobalKind::kUnknown, {}};
+    return gadget("builtins." + std::string(name));
   }
-  return GlobalSafety::kUnknown;
+  // Methods that load, execute or write, on any class.
+  if (dotted) {
+    const std::string_view method = std::string_view(path).substr(path.rfind('.') + 1);
+    if (l.gadget_methods.contains(method)) return gadget("the method " + std::string(method));
+  }
+  return {GlobalKind::kUnknown, {}};
 }
 
 }  // namespace ckptfix

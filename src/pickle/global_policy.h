@@ -1,26 +1,50 @@
-// Which globals a pickle may name.
+// How ckptfix judges the globals a pickle names (docs/format.md, "Globals").
 //
 // ckptfix never imports or calls anything, so no global can hurt ckptfix
-// itself. The policy protects the *user*: a file that names a known attack
-// primitive (os.system, builtins.eval, ...) is refused outright, so ckptfix
-// never re-saves a booby-trapped checkpoint as if it were clean.
+// itself. The policy protects the *user*, who will load the file with torch:
 //
-//  * kDangerous: known code-execution, file or network primitives (a denylist
-//    in the spirit of picklescan/modelscan, extended with re-entrant loaders
-//    and dunder attribute access). Loading fails and names the global.
-//  * kSafe: what torch.load(weights_only=True) accepts in torch 2.x
-//    (torch/_weights_only_unpickler.py). `check --safe` requires this set.
-//  * kUnknown: everything else (argparse.Namespace, numpy, user classes).
-//    Kept as opaque values and written back unchanged.
+//  * kWeightsOnly: in torch 2.14's default weights_only allowlist, exactly.
+//    torch.load (weights_only=True, the default since torch 2.6) accepts it.
+//  * kData: known data. Builds a value from its arguments and can neither
+//    run code nor touch files (argparse.Namespace, pathlib paths, numpy
+//    arrays, omegaconf configs, datetime, ...). torch's default load refuses
+//    it, but loading with weights_only=False is as safe as the file's other
+//    globals.
+//  * kUnknown: everything else that is not a known gadget, typically a
+//    project's own classes (ultralytics.nn.tasks.DetectionModel). Kept, and
+//    named in warnings: loading it runs whatever code that class has.
+//  * kGadget: a known code-execution, command, import, attribute-traversal,
+//    file or network primitive (os.system, pydoc.locate, gzip.open, any
+//    dunder attribute, ...). Every command refuses the file, naming it.
+//
+// Names are judged as pickle resolves them. The module is imported, so it
+// is judged by its dotted prefixes (os.path is within os). A dotted name
+// (protocol 4, "torch" + "os.system") is a chain of getattr calls, and any
+// link of the chain may be another module (torch.os is os), so every tail of
+// the chain is judged as a path of its own too. Classification takes time
+// linear in the length of the name.
 #pragma once
 
+#include <string>
 #include <string_view>
+
+#include "ckptfix/value.h"
 
 namespace ckptfix {
 
-enum class GlobalSafety { kSafe, kUnknown, kDangerous };
+struct GlobalClass {
+  GlobalKind kind = GlobalKind::kUnknown;
+  /// For a gadget: the rule that matched, e.g. "os" for torch.os.system, or
+  /// "a dunder attribute".
+  std::string matched;
+};
 
 /// Classifies module.name (name may be a dotted qualified name).
-GlobalSafety classify_global(std::string_view module, std::string_view name);
+GlobalClass classify_global(std::string_view module, std::string_view name);
+
+/// True when torch 2.14's default weights_only load accepts the global
+/// `module` `name` spelled as GLOBAL (torch maps __builtin__ to builtins).
+/// Only canonical spellings count: a dotted name is never on the allowlist.
+bool in_torch_allowlist(std::string_view module, std::string_view name);
 
 }  // namespace ckptfix

@@ -16,10 +16,15 @@
 namespace ckptfix {
 
 void refuse_dangerous_global(const std::string& module, const std::string& name) {
-  if (classify_global(module, name) == GlobalSafety::kDangerous) {
-    throw Error(ErrorKind::kUnsafe, "refusing to load: the pickle references the dangerous global '" + module + "." +
-                                        name + "', which would run code or touch files when loaded");
-  }
+  const GlobalClass c = classify_global(module, name);
+  if (c.kind == GlobalKind::kGadget) throw dangerous_global_error(module, name, c.matched);
+}
+
+Error dangerous_global_error(const std::string& module, const std::string& name, const std::string& matched) {
+  const std::string dotted = module + "." + name;
+  const std::string why = matched.empty() || matched == dotted ? "" : " (" + matched + ")";
+  return Error(ErrorKind::kUnsafe, "refusing to load: the pickle references the dangerous global '" + dotted + "'" +
+                                       why + ", which would run code or touch files when loaded");
 }
 
 namespace {
@@ -231,6 +236,7 @@ class Machine {
   std::unordered_map<uint64_t, Value*> memo_;
   std::vector<Value*> release_pending_;
   int protocol_ = 0;
+  OpcodeSet opcodes_;
 };
 
 UnpickleResult Machine::run() {
@@ -251,6 +257,7 @@ UnpickleResult Machine::loop() {
     check_size();
     op_pos_ = pos_;
     const uint8_t code = u8();
+    opcodes_.insert(code);
     switch (code) {
       case op::kProto: {
         protocol_ = u8();
@@ -273,7 +280,7 @@ UnpickleResult Machine::loop() {
         }
         for (auto& [index, v] : memo_) release(v);
         memo_.clear();
-        return {root, pos_, protocol_};
+        return {root, pos_, protocol_, opcodes_};
       }
 
       // Stack and memo manipulation

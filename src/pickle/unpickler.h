@@ -4,7 +4,7 @@
 // reference for their meaning). Where CPython would import a module or call
 // a function, this reader records a Global or an Object value instead.
 // Every Global is checked against the global policy as soon as it is read,
-// so a dangerous pickle fails before anything else happens; before that, its
+// so a pickle naming a known gadget fails before anything else happens; before that, its
 // module and name must be dotted ASCII identifiers (global_names.h), which
 // is also what keeps a name from carrying pickle text into what ckptfix
 // writes.
@@ -14,7 +14,8 @@
 // STOP) is freed as soon as nothing refers to it, and the values, MARKs and
 // memo entries held at once are counted against a limit. Persistent ids are
 // never freed: torch loads the storage of each one it reads, so each must
-// be checked against the archive, used or not.
+// be checked against the archive, used or not. The set of opcodes used is
+// recorded, for the weights_only verdict.
 //
 // Not supported, with a clear error: the copyreg extension registry
 // (EXT1/2/4) and out-of-band buffers (NEXT_BUFFER, READONLY_BUFFER), which
@@ -26,6 +27,7 @@
 #include <span>
 #include <string>
 
+#include "ckptfix/error.h"
 #include "ckptfix/value.h"
 
 namespace ckptfix {
@@ -34,6 +36,7 @@ struct UnpickleResult {
   Value* root = nullptr;
   uint64_t length = 0;  ///< bytes consumed, STOP included
   int protocol = 0;     ///< from PROTO, 0 or 1 when absent
+  OpcodeSet opcodes;    ///< every opcode the pickle used
 };
 
 struct UnpickleOptions {
@@ -53,7 +56,11 @@ struct UnpickleOptions {
 /// Errors carry the location "+0x<offset>" of the offending opcode.
 UnpickleResult unpickle(std::span<const std::byte> bytes, ValueGraph& graph, const UnpickleOptions& options = {});
 
-/// The default global check: throws Error(kUnsafe) naming a dangerous global.
+/// The default global check: throws Error(kUnsafe) naming a known gadget
+/// (global_policy.h).
 void refuse_dangerous_global(const std::string& module, const std::string& name);
+
+/// The Error(kUnsafe) for a gadget; `matched` is the rule that matched.
+Error dangerous_global_error(const std::string& module, const std::string& name, const std::string& matched);
 
 }  // namespace ckptfix

@@ -114,7 +114,9 @@ COMMANDS = [
     ('inspect', lambda f: ['inspect', f]),
     ('inspect --json', lambda f: ['inspect', '--json', f]),
     ('verify', lambda f: ['verify', '--gpu', 'off', f]),
-    ('check', lambda f: ['check', f]),
+    # The globals of many_globals.pt are a project's own (`mypackage.layers`):
+    # trusted here, so that check judges the rest (see test_check_gates_unknown_globals).
+    ('check', lambda f: ['check', '--allow-global', 'mypackage.*', f]),
     ('convert', lambda f: ['convert', f, '-o', OUT]),
     ('strip-prefix', lambda f: ['strip-prefix', f, '-o', OUT]),
     ('remap', lambda f: ['remap', '--to', 'cpu', f, '-o', OUT]),
@@ -288,6 +290,14 @@ class AttackTest(cs.CliTestCase):
                     self.assertEqual(r.stdout, f'{name}: ok\n', r.describe())
 
     # -- checks beyond the common contract -------------------------------------------
+
+    def test_check_gates_unknown_globals(self):
+        # Without --allow-global, 200k globals outside the weights_only
+        # allowlist fail the gate, one violation each, in bounded time.
+        r, _ = self.run_in_fresh_dir(['check', 'many_globals.pt'])
+        self.assert_bounded(r)
+        self.assertEqual(r.returncode, 1, r.describe())
+        self.assertIn("global 'mypackage.layers.Layer0': is outside the weights_only allowlist", r.stdout, r.describe())
 
     def test_terminal_escapes_are_shown_escaped(self):
         r, _ = self.run_in_fresh_dir(['inspect', 'terminal_escapes.pt'])

@@ -265,10 +265,32 @@ class CheckGate(unittest.TestCase):
         self.gate(["--dtype", "bf16,fp16"], "plain_state_dict.pt", ["cast", "--dtype", "bf16"], "key 'fc.weight'",
                   "is float32, allowed: bfloat16, float16")
 
-    def test_safe(self):
-        self.gate(["--safe"], "training.pt", ["convert", "--extract", "state_dict"], "global 'argparse.Namespace'",
-                  "is outside the weights_only allowlist of torch.load")
-        torch.load(support.fixture("plain_state_dict.pt"), weights_only=True)  # what --safe passes, torch accepts
+    def test_weights_only_allowlist_by_default(self):
+        what = "is outside the weights_only allowlist of torch.load (known data)"
+        self.gate([], "training.pt", ["convert", "--extract", "state_dict"], "global 'argparse.Namespace'", what)
+        self.gate(["--safe"], "training.pt", ["convert", "--extract", "state_dict"], "global 'argparse.Namespace'", what)
+        torch.load(support.fixture("plain_state_dict.pt"), weights_only=True)  # what the gate passes, torch accepts
+        # A project trusts its own globals with --allow-global (exact names or globs).
+        trusted = ["--allow-global", "argparse.Namespace", "--allow-global", "numpy.*"]
+        self.assertEqual(self.violations(*trusted, support.fixture("training.pt"), expect=0), [])
+        found = self.violations("--allow-global", "numpy.*", support.fixture("training.pt"), expect=1)
+        self.assertEqual(found, [("global 'argparse.Namespace'", what)])
+        support.run("check", "--allow-global", "", support.fixture("training.pt"), check=2)
+
+    def test_pickle_opcodes_outside_the_weights_only_subset(self):
+        src = os.path.join(self.tmp, "p4.pt")
+        torch.save({"w": torch.ones(2)}, src, pickle_protocol=4)
+        proc = support.run("check", src, "--json", check=1)
+        entry = json.loads(proc.stdout)["inputs"][0]
+        self.assertEqual(entry["weights_only"]["loads"], False)
+        self.assertIn("STACK_GLOBAL", entry["weights_only"]["opcodes"])
+        self.assertIn(("opcode STACK_GLOBAL", "is outside the pickle opcodes torch.load reads with weights_only "
+                       "(ckptfix convert re-writes the pickle at protocol 2)"),
+                      [(v["where"], v["what"]) for v in entry["violations"]])
+        fixed = os.path.join(self.tmp, "p2.pt")
+        support.run("convert", src, "-o", fixed, check=0)
+        self.assertEqual(self.violations(fixed, expect=0), [])
+        torch.load(fixed, weights_only=True)
 
     def test_crc(self):
         damaged = os.path.join(self.tmp, "damaged.pt")
@@ -292,11 +314,11 @@ class CheckGate(unittest.TestCase):
 
     def test_default_gate_refuses_damaged_and_dangerous_files(self):
         found = self.violations(support.fixture("malicious_zip.pt"), support.fixture("truncated_half.pt"),
-                                support.fixture("training.pt"), expect=1)
+                                support.fixture("plain_state_dict.pt"), expect=1)
         self.assertEqual(len(found), 2)
         self.assertIn("dangerous global 'posix.system'", found[0][1])
         self.assertEqual(found[1][0], "structure")
-        self.assertEqual(self.violations(support.fixture("training.pt"), expect=0), [])
+        self.assertEqual(self.violations(support.fixture("plain_state_dict.pt"), expect=0), [])
 
     def test_usage_errors(self):
         support.run("check", "--device", "gpu", support.fixture("cuda0.pt"), check=2)

@@ -17,7 +17,10 @@ For each "malicious" fixture in fixtures/manifest.json (each payload runs
 The same is checked for payloads crafted here with other opcodes and spellings (INST,
 OBJ, getattr/__import__, memoized GLOBAL, protocol-4 STACK_GLOBAL exec, `os.system`, subprocess.Popen
 as `commands.Popen`, a deflated record, a legacy file with the payload in the object
-pickle); their controls unpickle them with plain `pickle` (or torch.load) the same way.
+pickle, and the security review's bypasses of the old denylist: pydoc.pipepager through
+INST, pkgutil.resolve_name through OBJ, pydoc.locate, _pyio.open, gzip.open,
+sqlite3.connect and logging.config.dictConfig creating files, protocol-4 `torch` +
+`os.system`); their controls unpickle them with plain `pickle` (or torch.load) the same way.
 
 Payloads only ever run in the control subprocesses, with cwd inside a TemporaryDirectory.
 """
@@ -114,6 +117,27 @@ def crafted_payloads():
         ('nested_in_list',
          b'\x80\x02]q\x00(K\x01K\x02cposix\nsystem\n' + _binunicode(f"touch {m('list')}") + b'\x85Re.',
          ['posix.system'], m('list')),
+        # bypasses of the old denylist found by the security review
+        ('pydoc_pipepager_inst', f"(S'text'\nS'touch {m('pipepager')}'\nipydoc\npipepager\n.".encode(),
+         ['pydoc.pipepager'], m('pipepager')),
+        ('pkgutil_resolve_name_obj',
+         f"(cpkgutil\nresolve_name\nS'os:system'\no(S'touch {m('resolve')}'\ntR.".encode(),
+         ['pkgutil.resolve_name'], m('resolve')),
+        ('pydoc_locate', f"cpydoc\nlocate\n(S'os.system'\ntR(S'touch {m('locate')}'\ntR.".encode(),
+         ['pydoc.locate'], m('locate')),
+        ('pyio_open', f"c_pyio\nopen\n(S'{m('pyio')}'\nS'w'\ntR.".encode(), ['_pyio.open'], m('pyio')),
+        ('gzip_open', f"cgzip\nopen\n(S'{m('gzip')}'\nS'wb'\ntR.".encode(), ['gzip.open'], m('gzip')),
+        ('sqlite3_connect', f"csqlite3\nconnect\n(S'{m('sqlite')}'\ntR.".encode(), ['sqlite3.connect'],
+         m('sqlite')),
+        ('logging_dictconfig',
+         (f"clogging.config\ndictConfig\n((dS'version'\nI1\nsS'handlers'\n(dS'h'\n(dS'class'\n"
+          f"S'logging.FileHandler'\nsS'filename'\nS'{m('logging')}'\nssstR.").encode(),
+         ['logging.config.dictConfig'], m('logging')),
+        # protocol 4 reaches os.system through an attribute of torch
+        ('torch_os_system_dotted',
+         b'\x80\x04' + _short_binunicode('torch') + _short_binunicode('os.system') + b'\x93'
+         + _binunicode(f"touch {m('dotted')}") + b'\x85R.',
+         ['torch.os.system'], m('dotted')),
     ]
 
 

@@ -50,13 +50,14 @@ TEST(GlobalPolicy, ClassifiesALongDottedNameInOnePass) {
   // paths it built cost gigabytes. Now one pass.
   std::string name = "a";
   for (int i = 0; i < 200000; ++i) name += ".a";
-  EXPECT_EQ(classify_global("mypackage", name), GlobalSafety::kUnknown);
-  EXPECT_EQ(classify_global("mypackage", name + ".__globals__"), GlobalSafety::kDangerous);
-  EXPECT_EQ(classify_global("os", name), GlobalSafety::kDangerous);
+  EXPECT_EQ(classify_global("mypackage", name).kind, GlobalKind::kUnknown);
+  EXPECT_EQ(classify_global("mypackage", name + ".__globals__").kind, GlobalKind::kGadget);
+  EXPECT_EQ(classify_global("os", name).kind, GlobalKind::kGadget);
+  EXPECT_EQ(classify_global("mypackage", name + ".os.system").kind, GlobalKind::kGadget);
   // A dotted name reaching a dangerous module along the chain.
-  EXPECT_EQ(classify_global("builtins", "eval"), GlobalSafety::kDangerous);
-  EXPECT_EQ(classify_global("copyreg", "__newobj__"), GlobalSafety::kUnknown);
-  EXPECT_EQ(classify_global("copyreg", "x.__globals__"), GlobalSafety::kDangerous);
+  EXPECT_EQ(classify_global("builtins", "eval").kind, GlobalKind::kGadget);
+  EXPECT_EQ(classify_global("copyreg", "__newobj__").kind, GlobalKind::kData);
+  EXPECT_EQ(classify_global("copyreg", "x.__globals__").kind, GlobalKind::kGadget);
 }
 
 TEST(Unpickler, RefusesNamesThatAreNotIdentifiers) {

@@ -1,0 +1,39 @@
+// Whole-file open: detection, the zip or legacy reader, the unpickler, the
+// storage and tensor tables, then what inspect and verify do with an opened
+// checkpoint (tensor positions, state dicts, globals, the weights_only
+// verdict, and reading every storage's bytes).
+#include <algorithm>
+#include <vector>
+
+#include "ckptfix/checkpoint.h"
+#include "ckptfix/weights_only.h"
+#include "targets/fuzz_support.h"
+#include "targets/targets.h"
+
+namespace ckptfix::fuzz {
+
+void checkpoint(const uint8_t* data, size_t size) {
+  expect_clean([&] {
+    ckptfix::Checkpoint ck = ckptfix::Checkpoint::from_bytes(bytes_of(data, size), "fuzz.pt");
+    (void)ck.tensor_positions();
+    (void)ck.state_dicts();
+    (void)ck.reachable_globals();
+    (void)ckptfix::describe(ckptfix::weights_only_verdict(ck));
+    for (const ckptfix::Tensor& t : ck.tensors()) (void)t.nbytes();
+    std::vector<std::byte> chunk(4096);
+    for (size_t i = 0; i < ck.storages().size(); ++i) {
+      const ckptfix::Storage& s = ck.storages()[i];
+      (void)ck.map_storage(i);
+      // The first MiB, in whole elements so that big-endian storages can be swapped.
+      const uint64_t unit = std::max<uint64_t>(1, ckptfix::element_size(s.dtype));
+      const uint64_t end = std::min<uint64_t>(s.nbytes, uint64_t{1} << 20) / unit * unit;
+      for (uint64_t at = 0; at < end;) {
+        const uint64_t n = std::min<uint64_t>(end - at, chunk.size() / unit * unit);
+        ck.read_storage(i, at, std::span<std::byte>(chunk.data(), n));
+        at += n;
+      }
+    }
+  });
+}
+
+}  // namespace ckptfix::fuzz

@@ -1,0 +1,26 @@
+// The fuzz targets, as plain functions: each runs one reader on hostile
+// bytes. libFuzzer drives them (fuzz/fuzzer_main.cc, built with
+// CKPTFIX_FUZZ=ON and clang); tests/unit/fuzz_regressions_test.cc replays
+// the committed findings through them in every build. A target returns
+// normally on clean input and on a clean refusal (ckptfix::Error); anything
+// else (a crash, a sanitizer report, abort() on a broken invariant, an
+// escaping exception) is a finding.
+#pragma once
+
+#include <cstddef>
+#include <cstdint>
+
+namespace ckptfix::fuzz {
+
+/// Checkpoint::from_bytes, then what inspect and verify do with the checkpoint.
+void checkpoint(const uint8_t* data, size_t size);
+/// The unpickler alone, default global policy.
+void unpickle(const uint8_t* data, size_t size);
+/// unpickle -> pickle -> unpickle: reads back, same graph, no new globals.
+void pickle_roundtrip(const uint8_t* data, size_t size);
+/// The zip reader, every record read back (inflated) with a size cap.
+void zip(const uint8_t* data, size_t size);
+/// The legacy stream reader and the tables built from it.
+void legacy(const uint8_t* data, size_t size);
+
+}  // namespace ckptfix::fuzz

@@ -1,0 +1,100 @@
+#!/usr/bin/env python3
+"""Seed corpora for the fuzz targets, made from fixtures/ (docs/fuzzing.md).
+
+    python3 scripts/fuzz_seeds.py FIXTURES_DIR OUT_DIR
+
+Writes OUT_DIR/<target>/<name> for the targets checkpoint, zip, legacy,
+unpickle and pickle_roundtrip: whole fixture files for the file readers, and
+for the pickle targets each fixture's data.pkl, the five pickles of each
+legacy fixture, and small pickles of plain Python values at protocols 0-5.
+Standard library only (no torch); nothing is ever unpickled.
+"""
+import collections
+import os
+import pickle
+import pickletools
+import sys
+import zipfile
+
+
+def write(out_dir, target, name, data):
+    d = os.path.join(out_dir, target)
+    os.makedirs(d, exist_ok=True)
+    with open(os.path.join(d, name), "wb") as f:
+        f.write(data)
+
+
+def legacy_pickles(data):
+    """The byte ranges of the leading pickles of a legacy stream (up to five)."""
+    out, pos = [], 0
+    for _ in range(5):
+        try:
+            ops = list(pickletools.genops(data[pos:]))
+        except Exception:
+            break
+        end = pos + ops[-1][2] + 1  # STOP's position + 1
+        out.append(data[pos:end])
+        pos = end
+    return out
+
+
+def plain_values():
+    """Values whose pickles exercise every protocol's opcodes (no globals that run code)."""
+    shared = [1, 2]
+    return {
+        "scalars": [None, True, False, 0, 1, -1, 255, 65535, 2**31, -2**31 - 1, 2**64, -2**100, 1.5, float("inf"),
+                    "", "text", "ü\u20ac", b"", b"bytes", bytearray(b"ba")],
+        "containers": {"t0": (), "t1": (1,), "t2": (1, 2), "t3": (1, 2, 3), "t4": (1, 2, 3, 4), "l": [1, [2, [3]]],
+                       "s": {1, 2}, "fs": frozenset({3}), "d": {1: "a", "b": 2.5}},
+        "shared": [shared, shared, {"again": shared}],
+        "ordered": collections.OrderedDict([("a", 1), ("b", [1, 2])]),
+        "counter": collections.Counter("abca"),
+        "long_str": "x" * 300,
+        "many": list(range(1200)),
+    }
+
+
+def main():
+    if len(sys.argv) != 3:
+        sys.exit(__doc__)
+    fixtures, out = sys.argv[1], sys.argv[2]
+    count = collections.Counter()
+    for name in sorted(os.listdir(fixtures)):
+        path = os.path.join(fixtures, name)
+        if not name.endswith(".pt") or os.path.getsize(path) > 256 * 1024:
+            continue
+        with open(path, "rb") as f:
+            data = f.read()
+        write(out, "checkpoint", name, data)
+        count["checkpoint"] += 1
+        if zipfile.is_zipfile(path):
+            write(out, "zip", name, data)
+            count["zip"] += 1
+            try:
+                with zipfile.ZipFile(path) as z:
+                    for member in z.namelist():
+                        if member.endswith("data.pkl"):
+                            pkl = z.read(member)
+                            for target in ("unpickle", "pickle_roundtrip"):
+                                write(out, target, name + ".data.pkl", pkl)
+                                count[target] += 1
+            except (zipfile.BadZipFile, OSError, EOFError):
+                pass  # a damaged fixture is still a good seed for the file readers
+        elif data[:1] == b"\x80":
+            write(out, "legacy", name, data)
+            count["legacy"] += 1
+            for i, pkl in enumerate(legacy_pickles(data)):
+                for target in ("unpickle", "pickle_roundtrip"):
+                    write(out, target, f"{name}.pickle{i}", pkl)
+                    count[target] += 1
+    for label, value in plain_values().items():
+        for protocol in range(6):
+            pkl = pickle.dumps(value, protocol=protocol)
+            for target in ("unpickle", "pickle_roundtrip"):
+                write(out, target, f"plain-{label}-p{protocol}", pkl)
+                count[target] += 1
+    print("fuzz seeds: " + ", ".join(f"{t} {n}" for t, n in sorted(count.items())))
+
+
+if __name__ == "__main__":
+    main()

@@ -1,0 +1,31 @@
+// The lists behind the global policy (global_policy.h), kept apart from the
+// logic that applies them. Every entry is a dotted path "module.attribute"
+// as a pickle spells it (module and qualified name joined by a dot).
+#pragma once
+
+#include <span>
+
+namespace ckptfix::global_lists {
+
+/// torch 2.14's default weights_only allowlist, exactly: what it accepts
+/// right after `import torch` (the built-in list and what import adds with
+/// add_safe_globals; generated from the sid judge, and checked against the
+/// running torch by tests/cli/test_globals.py).
+std::span<const char* const> torch_allowlist();
+
+/// Known data: classes and functions that build values from their arguments
+/// and can neither run code nor touch files. Exact entries only: an
+/// attribute of one of these (pathlib.Path.write_text) is not data.
+std::span<const char* const> known_data();
+
+/// Known gadgets: modules (every attribute below them) and single attributes
+/// that run code, run commands, import, traverse attributes, or read, write
+/// or fetch files when a pickle calls them. A path is a gadget when one of
+/// these is a dotted prefix of it, or of any tail of its attribute chain.
+std::span<const char* const> gadgets();
+
+/// Method names that load, execute or write, refused as the last part of a
+/// dotted attribute chain on any class (Model.from_pretrained, X.tofile).
+std::span<const char* const> gadget_methods();
+
+}  // namespace ckptfix::global_lists
