@@ -6,11 +6,14 @@ cd "$(dirname "$0")/.."
 
 # Build tools and libraries, and for the tests real PyTorch (python3-torch,
 # run with /usr/bin/python3) and LibTorch. The CUDA Toolkit is used when
-# present in /usr/local/cuda; it is not an apt package here.
+# present in /usr/local/cuda; it is not an apt package here. clang and its
+# libFuzzer runtime build the fuzz targets (scripts/fuzz.sh); omegaconf lets
+# the tests save real OmegaConf configs, a common non-tensor payload.
 PACKAGES="g++ cmake ninja-build pkg-config git time
   libcli11-dev nlohmann-json3-dev zlib1g-dev libdeflate-dev libxxhash-dev
   libgtest-dev libgmock-dev libbenchmark-dev
-  python3-torch python3-numpy libtorch-dev"
+  clang libfuzzer-14-dev
+  python3-torch python3-numpy python3-omegaconf libtorch-dev"
 
 missing=""
 for p in $PACKAGES; do

@@ -6,7 +6,9 @@
 #   2. the unit and python tests again on a build with AddressSanitizer and
 #      UndefinedBehaviorSanitizer (judged by the local torch);
 #   3. the whole suite built and run inside the sid root: g++ 16, CMake 4,
-#      LibTorch 2.x, judged by that root's torch.
+#      LibTorch 2.x, judged by that root's torch;
+#   4. every libFuzzer target (clang, ASan + UBSan) for 60 s, failing on any
+#      finding (scripts/fuzz.sh; CKPTFIX_FUZZ_SECONDS changes the budget).
 # Every judge is required here (CKPTFIX_REQUIRE_JUDGES=1): a missing one fails.
 set -eu
 cd "$(dirname "$0")/.."
@@ -33,4 +35,6 @@ echo "== tests (inside the sid root: newest g++, CMake, LibTorch and torch)"
   cmake -S . -B build-sid -G Ninja -DCMAKE_BUILD_TYPE=Release -DCKPTFIX_JUDGES=local
   cmake --build build-sid
   ctest --test-dir build-sid --output-on-failure -j "$(nproc)"'
+echo "== fuzzing (every target for ${CKPTFIX_FUZZ_SECONDS:-60} s)"
+./scripts/fuzz.sh "${CKPTFIX_FUZZ_SECONDS:-60}"
 echo "== all tests passed"
