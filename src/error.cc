@@ -122,6 +122,15 @@ bool unprintable(uint32_t cp) {
 
 }  // namespace
 
+std::string shape_text(const std::vector<int64_t>& dims) {
+  std::string out = "[";
+  for (size_t i = 0; i < dims.size(); ++i) {
+    if (i != 0) out += ',';
+    out += std::to_string(dims[i]);
+  }
+  return out + "]";
+}
+
 std::string printable(std::string_view text) {
   std::string out;
   out.reserve(text.size());

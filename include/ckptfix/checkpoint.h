@@ -164,8 +164,6 @@ struct ReadLimits {
 
 /// Options for opening a checkpoint.
 struct OpenOptions {
-  /// Also accept a zip archive whose `version` record is missing (torch refuses it).
-  bool allow_missing_version = true;
   ReadLimits limits;
 };
 

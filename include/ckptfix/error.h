@@ -13,9 +13,11 @@
 // terminal escape cannot break the line or forge output.
 #pragma once
 
+#include <cstdint>
 #include <exception>
 #include <string>
 #include <string_view>
+#include <vector>
 
 namespace ckptfix {
 
@@ -86,6 +88,9 @@ std::string hex_offset(unsigned long long offset);
 /// become \xNN. Everything else, non-ASCII letters included, is kept.
 /// Idempotent (a backslash is not escaped), so text may pass through twice.
 std::string printable(std::string_view text);
+
+/// A shape or stride as ckptfix prints it: "[2,3]", "[]" for a scalar.
+std::string shape_text(const std::vector<int64_t>& dims);
 
 /// True when `text` is valid UTF-8 (what JSON output needs as it is).
 bool is_valid_utf8(std::string_view text);

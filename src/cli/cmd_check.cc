@@ -37,7 +37,7 @@ struct Violation {
   std::string what;
 };
 
-std::string quoted_list(const std::vector<std::string>& items) {
+std::string comma_list(const std::vector<std::string>& items) {
   std::string s;
   for (size_t i = 0; i < items.size(); ++i) s += (i ? ", " : "") + items[i];
   return s;
@@ -120,7 +120,7 @@ std::vector<Violation> check_file(const CheckArgs& args, const std::vector<DType
       const Tensor& tensor = ck.tensors()[t.tensor];
       if (!is_floating(tensor.dtype) || std::find(allowed.begin(), allowed.end(), tensor.dtype) != allowed.end()) continue;
       found.push_back({"key '" + t.where + "'", "is " + std::string(dtype_name(tensor.dtype)) + ", allowed: " +
-                                                    quoted_list(allowed_names)});
+                                                    comma_list(allowed_names)});
     }
   }
   return found;

@@ -19,12 +19,6 @@ struct Totals {
   uint64_t bytes = 0;
 };
 
-std::string shape_text(const std::vector<int64_t>& dims) {
-  std::string out = "[";
-  for (size_t i = 0; i < dims.size(); ++i) out += (i ? "," : "") + std::to_string(dims[i]);
-  return out + "]";
-}
-
 nlohmann::json describe(const Checkpoint& ck, nlohmann::json& all_tensors) {
   nlohmann::json doc;
   doc["path"] = ck.file_name();

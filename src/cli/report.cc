@@ -29,7 +29,6 @@ std::string human_bytes(uint64_t bytes) {
 
 void print_error(const std::exception& e) { std::cerr << "ckptfix: error: " << printable(e.what()) << std::endl; }
 
-void print_warning(const std::string& message) { std::cerr << "ckptfix: warning: " << printable(message) << std::endl; }
 
 std::string json_text(nlohmann::json doc) {
   try {

@@ -29,7 +29,6 @@ std::string human_bytes(uint64_t bytes);
 /// The one-line error: "ckptfix: error: 'FILE': WHERE: WHAT". Text that is
 /// not a ckptfix::Error (which is printable already) is made printable.
 void print_error(const std::exception& e);
-void print_warning(const std::string& message);
 
 /// `doc` as indented JSON. Strings that are not UTF-8 (a key, a path) have
 /// their bad bytes replaced by U+FFFD, and the document then says so with

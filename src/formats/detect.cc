@@ -22,7 +22,7 @@ std::string hex_head(std::span<const std::byte> bytes) {
 
 }  // namespace
 
-void read_any_checkpoint(Checkpoint::Impl& impl, const OpenOptions& options) {
+void read_any_checkpoint(Checkpoint::Impl& impl) {
   const auto bytes = impl.file->bytes();
   if (bytes.empty()) throw Error(ErrorKind::kNotCheckpoint, "file is empty");
   if (bytes.size() < 4 && as_chars(bytes) == std::string_view("PK\x03\x04", 4).substr(0, bytes.size())) {
@@ -30,7 +30,7 @@ void read_any_checkpoint(Checkpoint::Impl& impl, const OpenOptions& options) {
                                          " bytes, the start of a zip archive; the file is truncated");
   }
   if (looks_like_zip(bytes)) {
-    read_zip_checkpoint(impl, options);
+    read_zip_checkpoint(impl);
     return;
   }
   if (bytes.size() >= 8 && as_chars(bytes.first(8)) == "PYTORCH1") {

@@ -54,7 +54,7 @@ void read_archive_style(const ZipReader& zip, const std::string& root, ArchiveSt
 
 }  // namespace
 
-void read_zip_checkpoint(Checkpoint::Impl& impl, const OpenOptions& options) {
+void read_zip_checkpoint(Checkpoint::Impl& impl) {
   impl.format = CheckpointFormat::kZip;
   ZipLimits zip_limits;
   zip_limits.max_storages = impl.limits.max_storages;
@@ -84,9 +84,6 @@ void read_zip_checkpoint(Checkpoint::Impl& impl, const OpenOptions& options) {
   if (pickle == nullptr) {
     throw Error(ErrorKind::kNotCheckpoint, "zip archive has no record '" + root +
                                                "data.pkl', so it is not a torch.save checkpoint");
-  }
-  if (!zip.find(root + "version") && !options.allow_missing_version) {
-    throw Error(ErrorKind::kCorrupt, "record '" + root + "version' is missing (torch refuses such files)");
   }
   if (const ZipEntry* order = zip.find(root + "byteorder")) {
     const std::string value = trim(zip.read_all(*order, kMaxSmallRecord));

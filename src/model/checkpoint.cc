@@ -88,7 +88,7 @@ Checkpoint open_input(std::shared_ptr<const InputFile> file, const OpenOptions& 
   impl->limits = options.limits;
   const std::string name = impl->file->name();  // a copy: impl goes into the Checkpoint, which may not survive
   return error_boundary(name, [&] {
-    read_any_checkpoint(*impl, options);
+    read_any_checkpoint(*impl);
     Checkpoint checkpoint = Checkpoint::adopt(std::move(impl));
     validate_tensor_views(checkpoint);
     return checkpoint;

@@ -10,12 +10,6 @@ namespace {
 
 Error corrupt(std::string message) { return Error(ErrorKind::kCorrupt, std::move(message)); }
 
-std::string shape_text(const std::vector<int64_t>& dims) {
-  std::string out = "[";
-  for (size_t i = 0; i < dims.size(); ++i) out += (i ? "," : "") + std::to_string(dims[i]);
-  return out + "]";
-}
-
 bool as_int(const Value* v, int64_t& out) {
   if (v == nullptr || v->kind != ValueKind::kInt) return false;
   out = v->integer;

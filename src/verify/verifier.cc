@@ -31,15 +31,6 @@ Digest digest_record(ByteChecker& checker, RecordReader& reader, bool through_gp
   return checker.digest(reader.remaining(), [&](std::span<std::byte> out) { reader.read(out); }, through_gpu);
 }
 
-std::string shape_text(const std::vector<int64_t>& v) {
-  std::string s = "[";
-  for (size_t i = 0; i < v.size(); ++i) {
-    if (i) s += ',';
-    s += std::to_string(v[i]);
-  }
-  return s + "]";
-}
-
 // The tensors read back must be the tensors the passes intended.
 void compare_tensors(const Checkpoint& intended, const Checkpoint& back, const SaveResult& written, VerifyReport& report) {
   std::unordered_map<size_t, std::string> output_key;

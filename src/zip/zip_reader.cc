@@ -130,7 +130,6 @@ void ZipReader::read_central_directory() {
     const std::byte* h = cd.data() + pos;
     if (load_le<uint32_t>(h) != kCentralHeaderSig) throw corrupt(where() + ": bad signature (bad central directory)");
     ZipEntry e;
-    e.central_offset = at;
     e.flags = load_le<uint16_t>(h + 8);
     e.method = load_le<uint16_t>(h + 10);
     e.crc32 = load_le<uint32_t>(h + 16);

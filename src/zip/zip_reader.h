@@ -37,7 +37,6 @@ struct ZipEntry {
   uint64_t size = 0;          ///< uncompressed size
   uint64_t header_offset = 0; ///< local header
   uint64_t data_offset = 0;   ///< first byte of the (compressed) data
-  uint64_t central_offset = 0;///< this entry's central directory header
   bool zip64 = false;         ///< sizes or offset came from a zip64 extra
 };
 
