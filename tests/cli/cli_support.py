@@ -156,6 +156,18 @@ class TempDir:
 
 # -- fixtures ---------------------------------------------------------------
 
+def short_binunicode(s):
+    """Pickle SHORT_BINUNICODE of s (protocol 4), for hand-made payloads."""
+    b = s.encode()
+    return b'\x8c' + bytes([len(b)]) + b
+
+
+def binunicode(s):
+    """Pickle BINUNICODE of s (protocol 1 and later), for hand-made payloads."""
+    b = s.encode()
+    return b'X' + len(b).to_bytes(4, 'little') + b
+
+
 def manifest():
     with open(MANIFEST) as f:
         return json.load(f)

@@ -42,16 +42,6 @@ TORCH = tuple(int(x) for x in re.findall(r'\d+', torch.__version__)[:2])
 JUDGE = '1.13' if TORCH < (2, 0) else '2.6' if TORCH < (2, 14) else '2.14'  # the judges we have
 
 
-def short_binunicode(s):
-    b = s.encode()
-    return b'\x8c' + bytes([len(b)]) + b
-
-
-def binunicode(s):
-    b = s.encode()
-    return b'X' + len(b).to_bytes(4, 'little') + b
-
-
 def global_pickle(module, name):
     """Protocol 2: GLOBAL module name, STOP (the global itself is the object)."""
     return b'\x80\x02c' + module.encode() + b'\n' + name.encode() + b'\n.'
@@ -60,7 +50,7 @@ def global_pickle(module, name):
 def stack_global_call(module, name):
     """Protocol 4: module and name via STACK_GLOBAL (the only way pickle resolves a dotted
     name), called with no arguments."""
-    return b'\x80\x04' + short_binunicode(module) + short_binunicode(name) + b'\x93)R.'
+    return b'\x80\x04' + cs.short_binunicode(module) + cs.short_binunicode(name) + b'\x93)R.'
 
 
 def global_call(module, name):

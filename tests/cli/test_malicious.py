@@ -76,16 +76,6 @@ def global_pattern(*names):
 # Payloads crafted here (bytes only; never unpickled in this process)
 # ---------------------------------------------------------------------------
 
-def _short_binunicode(s):
-    b = s.encode()
-    return b'\x8c' + bytes([len(b)]) + b
-
-
-def _binunicode(s):
-    b = s.encode()
-    return b'X' + len(b).to_bytes(4, 'little') + b
-
-
 def crafted_payloads():
     """(name, pickle bytes, accepted spellings of the global, marker)."""
     m = 'ckptfix-pwned-gen-{}'.format
@@ -100,22 +90,22 @@ def crafted_payloads():
          .encode(), ['__builtin__.getattr', '__builtin__.__import__', 'builtins.getattr', 'builtins.__import__'],
          m('getattr')),
         # GLOBAL memoized, then fetched with BINGET before REDUCE
-        ('memo_global', b'\x80\x02cposix\nsystem\nq\x00h\x00' + _binunicode(f"touch {m('memo')}") + b'\x85R.',
+        ('memo_global', b'\x80\x02cposix\nsystem\nq\x00h\x00' + cs.binunicode(f"touch {m('memo')}") + b'\x85R.',
          ['posix.system'], m('memo')),
         # the portable spelling os.system instead of posix.system
         ('os_system', f"cos\nsystem\n(S'touch {m('os')}'\ntR.".encode(), ['os.system'], m('os')),
         # protocol 4: builtins.exec through STACK_GLOBAL with MEMOIZE
         ('exec_stack_global',
-         b'\x80\x04' + _short_binunicode('builtins') + b'\x94' + _short_binunicode('exec') + b'\x94\x93\x94'
-         + _binunicode(f"import os; os.system('touch {m('exec')}')") + b'\x94\x85\x94R\x94.',
+         b'\x80\x04' + cs.short_binunicode('builtins') + b'\x94' + cs.short_binunicode('exec') + b'\x94\x93\x94'
+         + cs.binunicode(f"import os; os.system('touch {m('exec')}')") + b'\x94\x85\x94R\x94.',
          ['builtins.exec'], m('exec')),
         # subprocess.Popen as protocol 2 spells it (Python 2 compat name 'commands')
         ('popen_compat',
-         b'\x80\x02ccommands\nPopen\n]q\x00(' + _binunicode('touch') + _binunicode(m('popen')) + b'e\x85R.',
+         b'\x80\x02ccommands\nPopen\n]q\x00(' + cs.binunicode('touch') + cs.binunicode(m('popen')) + b'e\x85R.',
          ['commands.Popen', 'subprocess.Popen'], m('popen')),
         # the call sits inside a list after harmless items
         ('nested_in_list',
-         b'\x80\x02]q\x00(K\x01K\x02cposix\nsystem\n' + _binunicode(f"touch {m('list')}") + b'\x85Re.',
+         b'\x80\x02]q\x00(K\x01K\x02cposix\nsystem\n' + cs.binunicode(f"touch {m('list')}") + b'\x85Re.',
          ['posix.system'], m('list')),
         # bypasses of the old denylist found by the security review
         ('pydoc_pipepager_inst', f"(S'text'\nS'touch {m('pipepager')}'\nipydoc\npipepager\n.".encode(),
@@ -135,8 +125,8 @@ def crafted_payloads():
          ['logging.config.dictConfig'], m('logging')),
         # protocol 4 reaches os.system through an attribute of torch
         ('torch_os_system_dotted',
-         b'\x80\x04' + _short_binunicode('torch') + _short_binunicode('os.system') + b'\x93'
-         + _binunicode(f"touch {m('dotted')}") + b'\x85R.',
+         b'\x80\x04' + cs.short_binunicode('torch') + cs.short_binunicode('os.system') + b'\x93'
+         + cs.binunicode(f"touch {m('dotted')}") + b'\x85R.',
          ['torch.os.system'], m('dotted')),
     ]
 
@@ -276,7 +266,7 @@ class MaliciousTest(cs.CliTestCase):
                 pass
             bounds.append((start, f.tell()))
         marker = 'ckptfix-pwned-gen-legacy-object'
-        evil = b'\x80\x02cposix\nsystem\n' + _binunicode(f'touch {marker}') + b'\x85R.'
+        evil = b'\x80\x02cposix\nsystem\n' + cs.binunicode(f'touch {marker}') + b'\x85R.'
         data = genuine[:bounds[3][0]] + evil + genuine[bounds[3][1]:]
         ckpt = cs.write(os.path.join(self.fresh_dir('inputs'), 'legacy_object.pt'), data)
         self.assert_payload_runs(TORCH_LOAD, ckpt, marker, 'legacy-object')
