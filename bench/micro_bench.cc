@@ -9,7 +9,7 @@
 #include <vector>
 #include <xxhash.h>
 
-#include "convert/convert.h"
+#include "dtype_kernels/convert.h"
 #include "zip/crc32.h"
 
 namespace {

@@ -4,7 +4,7 @@
 #include <cstring>
 
 #include "ckptfix/error.h"
-#include "convert/convert.h"
+#include "dtype_kernels/convert.h"
 #include "diff/float8.h"
 #include "model/checkpoint_impl.h"
 

@@ -11,7 +11,7 @@
 #include <vector>
 
 #include "ckptfix/checkpoint.h"
-#include "convert/convert.h"
+#include "dtype_kernels/convert.h"
 #include "io/input_file.h"
 
 namespace ckptfix {

@@ -6,7 +6,7 @@
 #include <xxhash.h>
 
 #include "ckptfix/error.h"
-#include "convert/convert.h"
+#include "dtype_kernels/convert.h"
 #include "io/mapped_window.h"
 #include "storage/storage_reader.h"
 #include "zip/crc32.h"

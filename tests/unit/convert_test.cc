@@ -21,8 +21,8 @@
 #include <string>
 #include <vector>
 
-#include "convert/convert.h"
-#include "convert/convert_kernels.h"
+#include "dtype_kernels/convert.h"
+#include "dtype_kernels/convert_kernels.h"
 #include "zip/crc32.h"
 
 namespace ckptfix {

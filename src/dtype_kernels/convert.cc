@@ -1,4 +1,4 @@
-#include "convert/convert.h"
+#include "dtype_kernels/convert.h"
 
 #include <cmath>
 #include <cstring>
@@ -7,7 +7,7 @@
 #include <vector>
 
 #include "ckptfix/error.h"
-#include "convert/convert_kernels.h"
+#include "dtype_kernels/convert_kernels.h"
 
 namespace ckptfix {
 namespace {

@@ -7,7 +7,7 @@
 //    keeps its sign and the top 9 bits of its payload, quieted. The scalar
 //    reference computes the same bits without F16C.
 // The statistics (finite -> inf, non-zero -> zero) are counted from masks.
-#include "convert/convert_kernels.h"
+#include "dtype_kernels/convert_kernels.h"
 
 #include <cpuid.h>
 #include <immintrin.h>

@@ -4,7 +4,7 @@
 
 #include <cstddef>
 
-#include "convert/convert.h"
+#include "dtype_kernels/convert.h"
 
 namespace ckptfix {
 
