@@ -16,8 +16,8 @@ int main(int argc, char** argv) {
   try {
     const ckptfix::Checkpoint ck = ckptfix::Checkpoint::open(argv[1]);
     for (const ckptfix::TensorPosition& pos : ck.tensor_positions()) {
-      const ckptfix::Tensor& t = ck.tensors()[pos.tensor];
-      const ckptfix::Storage& s = ck.storages()[static_cast<size_t>(t.storage)];
+      const ckptfix::TensorInfo& t = ck.tensors()[pos.tensor];
+      const ckptfix::StorageInfo& s = ck.storages()[static_cast<size_t>(t.storage)];
       std::printf("%-40s %-9s shape [", ckptfix::path_to_string(pos.path).c_str(),
                   std::string(ckptfix::dtype_name(t.dtype)).c_str());
       for (size_t i = 0; i < t.shape.size(); ++i) std::printf("%s%lld", i ? "," : "", static_cast<long long>(t.shape[i]));

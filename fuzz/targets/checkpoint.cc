@@ -19,10 +19,10 @@ void checkpoint(const uint8_t* data, size_t size) {
     (void)ck.state_dicts();
     (void)ck.reachable_globals();
     (void)ckptfix::describe(ckptfix::weights_only_verdict(ck));
-    for (const ckptfix::Tensor& t : ck.tensors()) (void)t.nbytes();
+    for (const ckptfix::TensorInfo& t : ck.tensors()) (void)t.nbytes();
     std::vector<std::byte> chunk(4096);
     for (size_t i = 0; i < ck.storages().size(); ++i) {
-      const ckptfix::Storage& s = ck.storages()[i];
+      const ckptfix::StorageInfo& s = ck.storages()[i];
       (void)ck.map_storage(i);
       // The first MiB, in whole elements so that big-endian storages can be swapped.
       const uint64_t unit = std::max<uint64_t>(1, ckptfix::element_size(s.dtype));

@@ -2,7 +2,7 @@
 // raw storage data, then the storage and tensor tables built from them.
 #include <memory>
 
-#include "formats/readers.h"
+#include "formats/registry.h"
 #include "targets/fuzz_support.h"
 #include "targets/targets.h"
 #include "io/input_file.h"
@@ -12,10 +12,10 @@ namespace ckptfix::fuzz {
 
 void legacy(const uint8_t* data, size_t size) {
   expect_clean([&] {
-    auto impl = std::make_unique<ckptfix::Checkpoint::Impl>();
+    auto impl = std::make_unique<ckptfix::CheckpointImpl>();
     impl->file = ckptfix::InputFile::from_memory(bytes_of(data, size), "fuzz.pt");
     ckptfix::read_legacy_checkpoint(*impl);
-    ckptfix::Checkpoint ck = ckptfix::Checkpoint::adopt(std::move(impl));
+    ckptfix::Checkpoint ck = ckptfix::CheckpointAccess::adopt(std::move(impl));
     ckptfix::validate_tensor_views(ck);
     (void)ck.tensor_positions();
     (void)ck.state_dicts();

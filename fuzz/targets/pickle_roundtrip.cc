@@ -9,7 +9,7 @@
 #include <string>
 #include <utility>
 
-#include "ckptfix/value.h"
+#include "pickle/value.h"
 #include "targets/fuzz_support.h"
 #include "targets/targets.h"
 #include "io/bytes.h"

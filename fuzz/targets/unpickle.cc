@@ -1,5 +1,5 @@
 // The unpickler alone, with the default global policy (known gadgets refused).
-#include "ckptfix/value.h"
+#include "pickle/value.h"
 #include "targets/fuzz_support.h"
 #include "targets/targets.h"
 #include "io/bytes.h"

@@ -6,8 +6,10 @@
 // tensors (which storage, dtype, shape, strides, offset). Tensor bytes stay
 // on disk: they are read, streamed or mapped on request.
 //
-// A Checkpoint is also what the rewrite passes edit (key renames, storage
-// location and dtype changes) and what the writer serializes.
+// The Checkpoint is opaque: callers see read-only tables of storages and
+// tensors, the state dicts by path and the globals, and change it only
+// through the library's functions (apply_passes in passes.h), which keep
+// its invariants; save() (save.h) writes it.
 #pragma once
 
 #include <cstdint>
@@ -21,9 +23,11 @@
 #include <vector>
 
 #include "ckptfix/dtype.h"
-#include "ckptfix/value.h"
+#include "ckptfix/globals.h"
 
 namespace ckptfix {
+
+struct CheckpointImpl;
 
 /// The container format of a checkpoint file.
 enum class CheckpointFormat {
@@ -49,8 +53,10 @@ struct StorageSource {
   std::string record;          ///< "archive/data/0", or "storage '1234' data" for legacy files
 };
 
-/// One storage: a contiguous run of elements that tensors view.
-struct Storage {
+/// One storage: a contiguous run of elements that tensors view, as the
+/// input holds it (read_storage() reads these bytes; a cast planned by
+/// apply_passes changes what is written, not this description).
+struct StorageInfo {
   std::string key;        ///< key in the input (record name under data/ for zip files)
   DType dtype = DType::kUInt8;  ///< element type of the bytes in the input
   bool untyped = false;   ///< saved as torch.UntypedStorage (numel counts bytes)
@@ -58,14 +64,7 @@ struct Storage {
   uint64_t nbytes = 0;    ///< bytes of data in the input
   std::string location;   ///< saved location tag: "cpu", "cuda:0", "mps", ...
   bool big_endian = false;  ///< the input holds the bytes big-endian
-  StorageSource source;
-
-  /// Set by the cast pass: the element type to write instead of `dtype`.
-  std::optional<DType> cast_to;
-  /// The element type written to the output.
-  DType output_dtype() const { return cast_to.value_or(dtype); }
-  /// Bytes written to the output.
-  uint64_t output_nbytes() const;
+  StorageSource source;   ///< where the bytes are
 };
 
 /// How a tensor was saved.
@@ -74,20 +73,19 @@ enum class TensorKind {
   kQuantized,  ///< _rebuild_qtensor (bytes are carried, never cast)
 };
 
-/// One tensor value of the graph, with everything torch will rebuild it from.
-struct Tensor {
-  Value* value = nullptr;    ///< the graph value that *is* the tensor (the Parameter when wrapped)
-  Value* rebuild = nullptr;  ///< the _rebuild_tensor* call
-  Value* dtype_arg = nullptr;///< the dtype Global argument of _rebuild_tensor_v3, if any
+/// One tensor of the checkpoint, with everything torch will rebuild it from
+/// (after apply_passes: as it will be written).
+struct TensorInfo {
   int32_t storage = -1;      ///< index into Checkpoint::storages()
-  DType dtype = DType::kFloat32;
+  DType dtype = DType::kFloat32;  ///< element type (after a cast: the type written)
   int64_t storage_offset = 0;  ///< in elements
   std::vector<int64_t> shape;
   std::vector<int64_t> stride;  ///< in elements
   bool requires_grad = false;
   bool parameter = false;    ///< wrapped in torch.nn.Parameter
-  TensorKind kind = TensorKind::kDense;
+  TensorKind kind = TensorKind::kDense;  ///< how torch rebuilds it
 
+  /// Elements of the tensor (the product of its shape).
   uint64_t numel() const;
   /// Bytes the tensor's elements occupy (numel × element size).
   uint64_t nbytes() const;
@@ -95,6 +93,7 @@ struct Tensor {
 
 /// One step of a path from the root: a dict key (or attribute name) or an index.
 using PathElement = std::variant<std::string, int64_t>;
+/// A position in the object graph: the steps from the root.
 using Path = std::vector<PathElement>;
 
 /// Renders a path for messages and --key: state_dict/conv.weight, list/0.
@@ -103,28 +102,73 @@ std::string path_to_string(const Path& path);
 /// Where a tensor appears: one entry per position in the graph, so a tensor
 /// referenced from two places appears twice.
 struct TensorPosition {
-  Path path;
+  Path path;          ///< from the root
   size_t tensor = 0;  ///< index into Checkpoint::tensors()
 };
 
 /// A dict (plain or OrderedDict) whose keys are all strings and whose values
 /// are all tensors, ignoring `_metadata`: what model.state_dict() produces.
-struct StateDict {
+struct StateDictInfo {
   Path path;             ///< from the root; empty for the root itself
-  Value* dict = nullptr; ///< kDict or an OrderedDict kObject
   bool in_optimizer = false;  ///< found inside an optimizer state ({state, param_groups})
-  size_t size = 0;
+  size_t size = 0;       ///< entries (tensors)
+  std::vector<std::string> keys;  ///< the entries' keys, in order
 };
 
 /// A global the pickle names, and how it is judged. A checkpoint that names
 /// a known gadget does not open, so `kind` is never kGadget here.
 struct GlobalRef {
-  std::string module;
-  std::string name;
-  GlobalKind kind = GlobalKind::kUnknown;
+  std::string module;  ///< e.g. "collections"
+  std::string name;    ///< e.g. "OrderedDict"
+  GlobalKind kind = GlobalKind::kUnknown;  ///< how ckptfix judges it
   /// torch.load(weights_only=True), the default since torch 2.6, accepts it.
   bool weights_only() const { return kind == GlobalKind::kWeightsOnly; }
+  /// "module.name".
   std::string dotted() const { return module + "." + name; }
+};
+
+/// A read-only, random-access view of one of a checkpoint's tables
+/// (storages(), tensors()); valid while the checkpoint lives and is not
+/// changed by apply_passes.
+template <typename T>
+class TableView {
+ public:
+  /// How the view reaches element i of the table it shows.
+  using Accessor = const T& (*)(const void* table, size_t i);
+  TableView(const void* table, size_t size, Accessor at) : table_(table), size_(size), at_(at) {}
+
+  /// Elements in the table.
+  size_t size() const { return size_; }
+  /// Whether the table is empty.
+  bool empty() const { return size_ == 0; }
+  /// Element i (unchecked, like std::vector::operator[]).
+  const T& operator[](size_t i) const { return at_(table_, i); }
+
+  /// Iterates the elements in order.
+  class iterator {
+   public:
+    using value_type = T;
+    using difference_type = std::ptrdiff_t;
+    iterator(const TableView* view, size_t i) : view_(view), i_(i) {}
+    const T& operator*() const { return (*view_)[i_]; }
+    const T* operator->() const { return &(*view_)[i_]; }
+    iterator& operator++() { ++i_; return *this; }
+    bool operator==(const iterator& other) const { return i_ == other.i_; }
+    bool operator!=(const iterator& other) const { return i_ != other.i_; }
+
+   private:
+    const TableView* view_;
+    size_t i_;
+  };
+  /// The first element.
+  iterator begin() const { return {this, 0}; }
+  /// Past the last element.
+  iterator end() const { return {this, size_}; }
+
+ private:
+  const void* table_;
+  size_t size_;
+  Accessor at_;
 };
 
 /// Resource limits for reading a file (docs/security.md). Whatever a file
@@ -176,15 +220,19 @@ class Checkpoint {
   /// Opens a checkpoint held in memory; `name` is used in messages.
   static Checkpoint from_bytes(std::string bytes, std::string name, const OpenOptions& options = {});
 
+  /// Checkpoints move (the mapped file goes with them) and do not copy.
   Checkpoint(Checkpoint&&) noexcept;
-  Checkpoint& operator=(Checkpoint&&) noexcept;
+  /// Moves `other` into this one.
+  Checkpoint& operator=(Checkpoint&& other) noexcept;
   ~Checkpoint();
 
   /// The path as given to open().
   const std::string& file_name() const;
   /// The limits it was opened with (a file written from it is verified with them).
   const ReadLimits& read_limits() const;
+  /// Bytes of the input file.
   uint64_t file_size() const;
+  /// The container format of the input.
   CheckpointFormat format() const;
   /// The zip archive's root folder ("archive", "model", ...); empty for legacy files.
   const std::string& archive_root() const;
@@ -195,18 +243,10 @@ class Checkpoint {
   /// Names of the zip records, in archive order (empty for legacy files).
   std::vector<std::string> record_names() const;
 
-  /// The root object of the pickle.
-  Value* root() const;
-  /// Makes another value of the graph the root (extracting a sub-object).
-  void set_root(Value* root);
-  ValueGraph& graph();
-
-  std::vector<Storage>& storages();
-  const std::vector<Storage>& storages() const;
-  std::vector<Tensor>& tensors();
-  const std::vector<Tensor>& tensors() const;
-  /// The tensor whose value is v, or nullptr.
-  const Tensor* tensor_of(const Value* v) const;
+  /// The storages, in the order the input's pickle first names them.
+  TableView<StorageInfo> storages() const;
+  /// The tensors, in the order the input's pickle builds them.
+  TableView<TensorInfo> tensors() const;
   /// Every global the pickle names, in order of first appearance (for legacy
   /// files, in any of its five pickles).
   const std::vector<GlobalRef>& globals() const;
@@ -219,7 +259,7 @@ class Checkpoint {
   /// Every tensor position, in pickle order (computed from the current graph).
   std::vector<TensorPosition> tensor_positions() const;
   /// Every state dict reachable from the root (computed from the current graph).
-  std::vector<StateDict> state_dicts() const;
+  std::vector<StateDictInfo> state_dicts() const;
 
   /// Reads bytes [offset, offset + out.size()) of a storage as the input
   /// holds them converted to little-endian (the order every writer uses).
@@ -230,15 +270,20 @@ class Checkpoint {
   /// Keeps the mapped file alive (for zero-copy views that outlive the Checkpoint).
   std::shared_ptr<const void> mapping_owner() const;
 
-  struct Impl;
-  Impl& impl() { return *impl_; }
-  const Impl& impl() const { return *impl_; }
-  /// For ckptfix's own readers and builders.
-  static Checkpoint adopt(std::unique_ptr<Impl> impl);
+  /// A storage's bytes in a private, copy-on-write mapping of the file that
+  /// was opened (writes change memory only, never the file), for callers that
+  /// hand out writable tensors without copying.
+  struct PrivateBytes {
+    std::span<std::byte> bytes;   ///< empty when the storage is not stored little-endian in a file
+    std::shared_ptr<void> owner;  ///< keeps the mapping alive
+  };
+  /// The private bytes of `storage` (see PrivateBytes).
+  PrivateBytes map_storage_private(size_t storage) const;
 
  private:
-  explicit Checkpoint(std::unique_ptr<Impl> impl);
-  std::unique_ptr<Impl> impl_;
+  friend struct CheckpointAccess;  // ckptfix's own readers, passes and writer (src/model/checkpoint_impl.h)
+  explicit Checkpoint(std::unique_ptr<CheckpointImpl> impl);
+  std::unique_ptr<CheckpointImpl> impl_;
 };
 
 }  // namespace ckptfix

@@ -98,13 +98,31 @@ struct PassReport {
   }
 };
 
-/// Checks options that do not depend on a file (device strings, dtypes,
-/// globs, conflicting flags). Throws Error(kInvalidArgument).
-void validate_pass_options(const PassOptions& options);
+/// PassOptions that validate_pass_options() accepted: checked once, then
+/// applied to any number of checkpoints.
+class ValidPassOptions {
+ public:
+  /// The options as given.
+  const PassOptions& options() const { return options_; }
 
-/// Runs the passes on `checkpoint`. Throws Error(kConflict) when an edit
-/// cannot be done on this file (two keys would collide, a --key path does
-/// not exist), leaving the checkpoint in an unspecified state.
+ private:
+  friend ValidPassOptions validate_pass_options(PassOptions options);
+  explicit ValidPassOptions(PassOptions options);
+  PassOptions options_;
+};
+
+/// Checks what does not depend on a file (device strings, dtypes, globs,
+/// options that exclude each other). Throws Error(kInvalidArgument); its
+/// message names options by their field names in backquotes (`keep`).
+ValidPassOptions validate_pass_options(PassOptions options);
+
+/// Runs the passes on `checkpoint`. Throws Error(kInvalidArgument) when a
+/// path in `keys` or `extract` names nothing in this file, Error(kConflict)
+/// when an edit cannot be done on it (two keys would collide), leaving the
+/// checkpoint in an unspecified state.
+PassReport apply_passes(Checkpoint& checkpoint, const ValidPassOptions& options);
+
+/// Validates `options`, then applies them (the two calls above).
 PassReport apply_passes(Checkpoint& checkpoint, const PassOptions& options);
 
 /// Validates a device string for a saved location ("cpu", "cuda", "cuda:3",

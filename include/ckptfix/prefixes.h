@@ -16,9 +16,6 @@ namespace ckptfix {
 /// _fsdp_wrapped_module. (FSDP).
 std::span<const std::string_view> known_wrapper_prefixes();
 
-/// The keys of a state dict, in order.
-std::vector<std::string> state_dict_keys(const StateDict& state_dict);
-
 /// The chain of known wrapper prefixes every key starts with, outermost
 /// first, e.g. "_orig_mod.module."; empty when there is none.
 std::string shared_wrapper_prefix(std::span<const std::string> keys);

@@ -79,7 +79,7 @@ Outcome failed_outcome(const Input& input, const std::exception& e) {
     return Error(ErrorKind::kInternal, std::string("internal error: ") + e.what() + " (a bug in ckptfix)");
   }();
   err.in_file(input.path);
-  const std::string message = err.what();
+  const std::string message = cli_message(err);
   o.exit_code = exit_code_for(err);
   o.doc["error_kind"] = to_string(err.kind());
   o.doc["path"] = input.path;

@@ -7,16 +7,12 @@
 // --allow-global), every pickle opcode in torch's weights_only subset.
 #include <algorithm>
 
-#include "ckptfix/checkpoint.h"
+#include "ckptfix/check.h"
 #include "ckptfix/error.h"
-#include "ckptfix/passes.h"
-#include "ckptfix/verify.h"
-#include "ckptfix/weights_only.h"
 #include "cli/batch.h"
 #include "cli/commands.h"
 #include "cli/report.h"
 #include "cli/rewrite.h"
-#include "passes/targets.h"
 
 namespace ckptfix::cli {
 namespace {
@@ -32,114 +28,18 @@ struct CheckArgs {
   std::vector<std::string> keys;
 };
 
-struct Violation {
-  std::string where;
-  std::string what;
-};
-
-std::string comma_list(const std::vector<std::string>& items) {
-  std::string s;
-  for (size_t i = 0; i < items.size(); ++i) s += (i ? ", " : "") + items[i];
-  return s;
-}
-
-bool trusted(const std::vector<std::string>& patterns, const std::string& global) {
-  return std::any_of(patterns.begin(), patterns.end(), [&](const std::string& p) { return glob_match(p, global); });
-}
-
-// What the default torch.load refuses, less the globals the project trusts.
-void check_weights_only(const CheckArgs& args, const Checkpoint& ck, const WeightsOnlyVerdict& verdict,
-                        std::vector<Violation>& found) {
-  for (const GlobalRef& g : ck.globals()) {
-    if (g.weights_only() || trusted(args.allow_globals, g.dotted())) continue;
-    found.push_back({"global '" + g.dotted() + "'", "is outside the weights_only allowlist of torch.load (" +
-                                                       global_kind_text(g.kind) + ")"});
-  }
-  for (const std::string& opcode : verdict.opcodes) {
-    found.push_back({"opcode " + opcode,
-                     "is outside the pickle opcodes torch.load reads with weights_only (ckptfix convert re-writes "
-                     "the pickle at protocol 2)"});
-  }
-}
-
-std::vector<Violation> check_file(const CheckArgs& args, const std::vector<DType>& allowed, const OpenOptions& open,
-                                  const Input& input, Progress& progress, nlohmann::json& doc) {
-  std::vector<Violation> found;
-  if (args.crc) {
-    // verify_file checks every record's CRC-32 before anything else.
-    VerifyOptions options;
-    options.gpu = GpuMode::kOff;
-    options.open = open;
-    options.progress = [&progress, started = false](std::string_view phase, uint64_t done, uint64_t total) mutable {
-      if (!started) progress.phase(std::string(phase), total), started = true;
-      progress.update(done);
-    };
-    try {
-      verify_file(input.path, options);
-    } catch (const Error& e) {
-      if (e.kind() != ErrorKind::kCorrupt || e.location().empty()) throw;
-      found.push_back({e.location(), e.message()});
-      return found;
-    }
-  }
-  // Opening is the first check: a sound structure, no known gadget.
-  Checkpoint ck = Checkpoint::open(input.path, open);
-  const std::vector<std::string> names = tensor_names(ck);
-  const WeightsOnlyVerdict verdict = weights_only_verdict(ck);
-  doc["weights_only"] = weights_only_json(verdict);
-  check_weights_only(args, ck, verdict, found);
-
-  if (!args.device.empty()) {
-    std::vector<std::string> first_key(ck.storages().size());
-    for (size_t i = 0; i < ck.tensors().size(); ++i) {
-      std::string& k = first_key[static_cast<size_t>(ck.tensors()[i].storage)];
-      if (k.empty()) k = names[i];
-    }
-    for (size_t i = 0; i < ck.storages().size(); ++i) {
-      const Storage& s = ck.storages()[i];
-      if (s.location == args.device) continue;
-      found.push_back({first_key[i].empty() ? "storage '" + s.key + "'" : "key '" + first_key[i] + "'",
-                       "saved on '" + s.location + "', not '" + args.device + "'"});
-    }
-  }
-  const std::vector<TargetDict> dicts = select_dicts(ck, args.keys);
-  for (const std::string& prefix : args.no_prefix) {
-    for (const TargetDict& d : dicts) {
-      for (const auto& [k, v] : d.dict->entries()) {
-        if (!k->is_str() || k->text.compare(0, prefix.size(), prefix) != 0) continue;
-        Path path = d.path;
-        path.push_back(k->text);
-        found.push_back({"key '" + path_to_string(path) + "'", "starts with '" + prefix + "'"});
-      }
-    }
-  }
-  if (!allowed.empty()) {
-    std::vector<std::string> allowed_names;
-    for (DType d : allowed) allowed_names.emplace_back(dtype_name(d));
-    for (const TargetTensor& t : select_tensors(ck, dicts)) {
-      const Tensor& tensor = ck.tensors()[t.tensor];
-      if (!is_floating(tensor.dtype) || std::find(allowed.begin(), allowed.end(), tensor.dtype) != allowed.end()) continue;
-      found.push_back({"key '" + t.where + "'", "is " + std::string(dtype_name(tensor.dtype)) + ", allowed: " +
-                                                    comma_list(allowed_names)});
-    }
-  }
-  return found;
-}
-
 int run(const CheckArgs& args) {
-  std::vector<DType> allowed;
+  CheckOptions options;
   std::vector<Input> inputs;
-  OpenOptions open;
   try {
-    open = open_options(args.batch.limits);
-    for (const std::string& g : args.allow_globals) {
-      if (g.empty()) throw Error(ErrorKind::kInvalidArgument, "--allow-global needs a non-empty pattern");
-    }
-    for (const std::string& d : args.dtypes) allowed.push_back(parse_user_dtype(d, "--dtype"));
-    if (!args.device.empty()) validate_device(args.device);
-    for (const std::string& p : args.no_prefix) {
-      if (p.empty()) throw Error(ErrorKind::kInvalidArgument, "--no-prefix needs a non-empty prefix");
-    }
+    options.open = open_options(args.batch.limits);
+    options.allow_globals = args.allow_globals;
+    options.device = args.device;
+    options.no_prefixes = args.no_prefix;
+    for (const std::string& d : args.dtypes) options.dtypes.push_back(parse_user_dtype(d, "--dtype"));
+    options.keys = args.keys;
+    options.crc = args.crc;
+    validate_check_options(options);
     inputs = expand_inputs(args.batch);
   } catch (const Error& e) {
     print_error(e);
@@ -147,9 +47,17 @@ int run(const CheckArgs& args) {
   }
   const BatchResult result = run_batch(inputs, args.batch, [&](const Input& input, Progress& progress) {
     Outcome o;
-    std::vector<Violation> violations;
+    std::vector<CheckViolation> violations;
     try {
-      violations = check_file(args, allowed, open, input, progress, o.doc);
+      CheckOptions file_options = options;
+      file_options.progress = [&progress, started = false](std::string_view phase, uint64_t done,
+                                                           uint64_t total) mutable {
+        if (!started) progress.phase(std::string(phase), total), started = true;
+        progress.update(done);
+      };
+      CheckReport report = check_file(input.path, file_options);
+      if (report.weights_only) o.doc["weights_only"] = weights_only_json(*report.weights_only);
+      violations = std::move(report.violations);
     } catch (const std::exception& e) {
       // A file that does not open (damaged, dangerous, not a checkpoint) fails
       // the gate, with the usual error line too.
@@ -163,7 +71,7 @@ int run(const CheckArgs& args) {
     // Keys come from the file: printed, they are made printable, so that no
     // key can end a line and forge another ("model.pt: ok").
     const std::string shown_path = printable(input.path);
-    for (const Violation& v : violations) {
+    for (const CheckViolation& v : violations) {
       o.doc["violations"].push_back({{"where", v.where}, {"what", v.what}});
       o.out += shown_path + ": " + printable(v.where) + ": " + printable(v.what) + "\n";
     }

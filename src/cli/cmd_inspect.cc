@@ -6,6 +6,7 @@
 
 #include "ckptfix/checkpoint.h"
 #include "ckptfix/prefixes.h"
+#include "ckptfix/check.h"
 #include "ckptfix/weights_only.h"
 #include "cli/batch.h"
 #include "cli/commands.h"
@@ -33,13 +34,13 @@ nlohmann::json describe(const Checkpoint& ck, nlohmann::json& all_tensors) {
   const auto& tensors = ck.tensors();
   std::map<std::string, Totals> by_dtype, by_device;
   uint64_t total_bytes = 0;
-  for (const Storage& s : storages) {
+  for (const StorageInfo& s : storages) {
     auto& d = by_device[s.location];
     ++d.count;
     d.bytes += s.nbytes;
     total_bytes += s.nbytes;
   }
-  for (const Tensor& t : tensors) {
+  for (const TensorInfo& t : tensors) {
     auto& d = by_dtype[std::string(dtype_name(t.dtype))];
     ++d.count;
     d.bytes += t.nbytes();
@@ -53,8 +54,8 @@ nlohmann::json describe(const Checkpoint& ck, nlohmann::json& all_tensors) {
   if (by_device.empty()) doc["by_device"] = nlohmann::json::object();
 
   doc["state_dicts"] = nlohmann::json::array();
-  for (const StateDict& sd : ck.state_dicts()) {
-    const auto keys = state_dict_keys(sd);
+  for (const StateDictInfo& sd : ck.state_dicts()) {
+    const auto& keys = sd.keys;
     doc["state_dicts"].push_back({{"path", path_to_json(sd.path)},
                                   {"keys", sd.size},
                                   {"wrapper_prefix", shared_wrapper_prefix(keys)},
@@ -67,7 +68,7 @@ nlohmann::json describe(const Checkpoint& ck, nlohmann::json& all_tensors) {
   doc["weights_only"] = weights_only_json(weights_only_verdict(ck));
 
   doc["storages"] = nlohmann::json::array();
-  for (const Storage& s : storages) {
+  for (const StorageInfo& s : storages) {
     doc["storages"].push_back({{"key", s.key},
                                {"dtype", dtype_name(s.dtype)},
                                {"numel", s.numel},
@@ -76,8 +77,8 @@ nlohmann::json describe(const Checkpoint& ck, nlohmann::json& all_tensors) {
                                {"record", s.source.record}});
   }
   for (const TensorPosition& pos : ck.tensor_positions()) {
-    const Tensor& t = tensors[pos.tensor];
-    const Storage& s = storages[static_cast<size_t>(t.storage)];
+    const TensorInfo& t = tensors[pos.tensor];
+    const StorageInfo& s = storages[static_cast<size_t>(t.storage)];
     all_tensors.push_back({{"file", ck.file_name()},
                            {"path", path_to_json(pos.path)},
                            {"dtype", dtype_name(t.dtype)},
@@ -117,23 +118,23 @@ void print_human(const Checkpoint& ck, const nlohmann::json& doc, std::ostream& 
   }
   out << "\n  state dicts:";
   if (doc["state_dicts"].empty()) out << " none";
-  for (const StateDict& sd : ck.state_dicts()) {
-    const auto keys = state_dict_keys(sd);
+  for (const StateDictInfo& sd : ck.state_dicts()) {
+    const auto& keys = sd.keys;
     const std::string prefix = shared_wrapper_prefix(keys);
     out << "\n    " << (sd.path.empty() ? "<root>" : printable(path_to_string(sd.path))) << ": " << sd.size << " keys";
     if (!prefix.empty()) out << ", wrapper prefix '" << printable(prefix) << "'";
     if (sd.in_optimizer) out << " (inside an optimizer state)";
   }
   out << "\n  globals:";
-  for (const GlobalRef& g : ck.globals()) out << "\n    " << printable(g.dotted()) << "  (" << global_kind_text(g.kind) << ")";
+  for (const GlobalRef& g : ck.globals()) out << "\n    " << printable(g.dotted()) << "  (" << global_kind_description(g.kind) << ")";
   out << "\n  default torch.load (weights_only, torch >= 2.6): " << describe(weights_only_verdict(ck)) << "\n";
 
   // The tensor table, columns sized to their contents.
   std::vector<std::array<std::string, 7>> rows;
   rows.push_back({"path", "dtype", "shape", "stride", "offset", "device", "storage"});
   for (const TensorPosition& pos : ck.tensor_positions()) {
-    const Tensor& t = ck.tensors()[pos.tensor];
-    const Storage& s = ck.storages()[static_cast<size_t>(t.storage)];
+    const TensorInfo& t = ck.tensors()[pos.tensor];
+    const StorageInfo& s = ck.storages()[static_cast<size_t>(t.storage)];
     std::string path = pos.path.empty() ? "<root>" : printable(path_to_string(pos.path));
     if (t.parameter) path += " (Parameter)";
     rows.push_back({path, std::string(dtype_name(t.dtype)), shape_text(t.shape), shape_text(t.stride),

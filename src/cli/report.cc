@@ -27,7 +27,49 @@ std::string human_bytes(uint64_t bytes) {
   return buf;
 }
 
-void print_error(const std::exception& e) { std::cerr << "ckptfix: error: " << printable(e.what()) << std::endl; }
+namespace {
+
+// The library's option names (fields of PassOptions, CheckOptions, ...) and
+// the flags that set them.
+constexpr std::pair<std::string_view, std::string_view> kFlagOfOption[] = {
+    {"keys", "--key"},
+    {"extract", "--extract"},
+    {"strip_prefixes", "--prefix"},
+    {"add_prefix", "--add-prefix"},
+    {"to_device", "--to"},
+    {"device_map", "--map FROM=TO"},
+    {"cast_to", "--dtype"},
+    {"cast_from", "--from"},
+    {"keep", "--keep"},
+    {"for_libtorch", "--for-libtorch"},
+    {"allow_globals", "--allow-global"},
+    {"no_prefixes", "--no-prefix"},
+    {"gpu", "--gpu"},
+    {"overwrite", "--force"},
+};
+
+std::string with_flags(std::string text) {
+  for (const auto& [option, flag] : kFlagOfOption) {
+    const std::string quoted = "`" + std::string(option) + "`";
+    for (size_t at = text.find(quoted); at != std::string::npos; at = text.find(quoted, at + flag.size())) {
+      text.replace(at, quoted.size(), flag);
+    }
+  }
+  return text;
+}
+
+}  // namespace
+
+std::string cli_message(const Error& e) {
+  std::string text = with_flags(e.what());
+  if (e.kind() == ErrorKind::kExists) text += "; use --force to overwrite it";
+  return text;
+}
+
+void print_error(const std::exception& e) {
+  const auto* error = dynamic_cast<const Error*>(&e);
+  std::cerr << "ckptfix: error: " << printable(error != nullptr ? cli_message(*error) : e.what()) << std::endl;
+}
 
 
 std::string json_text(nlohmann::json doc) {
@@ -206,16 +248,6 @@ void rearm_memory_reserve() {
   char* fresh = new (std::nothrow) char[kReserveBytes];
   char* expected = nullptr;
   if (!memory_reserve.compare_exchange_strong(expected, fresh)) delete[] fresh;
-}
-
-std::string global_kind_text(GlobalKind kind) {
-  switch (kind) {
-    case GlobalKind::kWeightsOnly: return "weights_only allowlist";
-    case GlobalKind::kData: return "known data";
-    case GlobalKind::kUnknown: return "unknown: may run its own code when loaded";
-    case GlobalKind::kGadget: return "gadget";
-  }
-  return "unknown";
 }
 
 nlohmann::json weights_only_json(const WeightsOnlyVerdict& verdict) {

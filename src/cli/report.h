@@ -56,8 +56,11 @@ nlohmann::json verification_json(const SaveResult& saved);
 /// The "gpu" object: status, and reason or device, bytes, seconds.
 nlohmann::json gpu_json(const GpuReport& gpu);
 
-/// How inspect describes a global's kind: "weights_only allowlist", "known data, ...".
-std::string global_kind_text(GlobalKind kind);
+/// An error's one line as the command line says it: the library names its
+/// options by their field names in backquotes (`keep`, `to_device`); this
+/// names the flags that set them (--keep, --to) and adds the flag that
+/// would help ("use --force" for an existing output).
+std::string cli_message(const Error& e);
 /// The "weights_only" object: {"loads", "globals", "opcodes"}.
 nlohmann::json weights_only_json(const WeightsOnlyVerdict& verdict);
 

@@ -1,4 +1,5 @@
 #include "ckptfix/diff.h"
+#include "model/checkpoint_impl.h"
 
 #include <algorithm>
 #include <cmath>
@@ -115,7 +116,7 @@ uint64_t read_cost(const Checkpoint& ck, const Tensor& t) {
     span += static_cast<uint64_t>(t.shape[i] - 1) * static_cast<uint64_t>(t.stride[i]);
   }
   if (span != cost) cost += span;  // strided: the span is read
-  if (ck.storages()[static_cast<size_t>(t.storage)].source.encoding == StorageSource::Encoding::kDeflated) {
+  if (impl_of(ck).storages[static_cast<size_t>(t.storage)].source.encoding == StorageSource::Encoding::kDeflated) {
     cost += static_cast<uint64_t>(t.storage_offset);  // inflated from the start to get there
   }
   return cost;
@@ -123,7 +124,7 @@ uint64_t read_cost(const Checkpoint& ck, const Tensor& t) {
 
 uint64_t storage_elements(const Checkpoint& ck) {
   uint64_t n = 0;
-  for (const Storage& s : ck.storages()) n += s.nbytes / std::max<uint32_t>(1, element_size(s.dtype));
+  for (const Storage& s : impl_of(ck).storages) n += s.nbytes / std::max<uint32_t>(1, element_size(s.dtype));
   return n;
 }
 
@@ -150,16 +151,16 @@ DiffReport compare(const Checkpoint& a, const Checkpoint& b, const DiffOptions& 
       report.only_in_a.push_back(key);
       continue;
     }
-    const Tensor& ta = a.tensors()[p.tensor];
-    const Tensor& tb = b.tensors()[pb[it->second].tensor];
+    const Tensor& ta = impl_of(a).tensors[p.tensor];
+    const Tensor& tb = impl_of(b).tensors[pb[it->second].tensor];
     TensorDiff d;
     d.key = key;
     d.dtype_a = dtype_name(ta.dtype);
     d.dtype_b = dtype_name(tb.dtype);
     d.shape_a = ta.shape;
     d.shape_b = tb.shape;
-    d.device_a = a.storages()[static_cast<size_t>(ta.storage)].location;
-    d.device_b = b.storages()[static_cast<size_t>(tb.storage)].location;
+    d.device_a = impl_of(a).storages[static_cast<size_t>(ta.storage)].location;
+    d.device_b = impl_of(b).storages[static_cast<size_t>(tb.storage)].location;
     d.numel = ta.numel();
     if (!d.shape_differs()) {
       spent += read_cost(a, ta) + read_cost(b, tb);

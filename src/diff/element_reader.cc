@@ -103,12 +103,12 @@ size_t ElementReader::next(size_t max, std::vector<double>& re, std::vector<doub
         buffer_.resize(count * element_size_);
         buffer_first_ = element;
         if (!reader_) {
-          const Storage& s = checkpoint_.storages()[static_cast<size_t>(tensor_.storage)];
-          reader_ = std::make_unique<StorageReader>(*checkpoint_.impl().file, s);
+          const Storage& s = impl_of(checkpoint_).storages[static_cast<size_t>(tensor_.storage)];
+          reader_ = std::make_unique<StorageReader>(*impl_of(checkpoint_).file, s);
           reader_->skip(element * element_size_);
         }
         if (reader_->read(buffer_) != buffer_.size()) {
-          throw Error(ErrorKind::kCorrupt, "storage '" + checkpoint_.storages()[static_cast<size_t>(tensor_.storage)].key +
+          throw Error(ErrorKind::kCorrupt, "storage '" + impl_of(checkpoint_).storages[static_cast<size_t>(tensor_.storage)].key +
                                                "' ends inside a tensor");
         }
       }

@@ -9,7 +9,7 @@
 #include <unordered_map>
 
 #include "ckptfix/error.h"
-#include "formats/readers.h"
+#include "formats/registry.h"
 #include "io/bytes.h"
 #include "model/torch_objects.h"
 #include "pickle/unpickler.h"
@@ -28,7 +28,7 @@ struct LegacyData {
 
 }  // namespace
 
-void read_legacy_checkpoint(Checkpoint::Impl& impl) {
+void read_legacy_checkpoint(CheckpointImpl& impl) {
   impl.format = CheckpointFormat::kLegacy;
   const InputFile& file = *impl.file;
   const auto bytes = file.bytes();

@@ -6,7 +6,7 @@
 #include <optional>
 
 #include "ckptfix/error.h"
-#include "formats/readers.h"
+#include "formats/registry.h"
 #include "io/bytes.h"
 #include "model/torch_objects.h"
 #include "pickle/unpickler.h"
@@ -54,7 +54,7 @@ void read_archive_style(const ZipReader& zip, const std::string& root, ArchiveSt
 
 }  // namespace
 
-void read_zip_checkpoint(Checkpoint::Impl& impl) {
+void read_zip_checkpoint(CheckpointImpl& impl) {
   impl.format = CheckpointFormat::kZip;
   ZipLimits zip_limits;
   zip_limits.max_storages = impl.limits.max_storages;

@@ -109,7 +109,7 @@ AtomicFile::AtomicFile(std::filesystem::path target, bool overwrite)
     : target_(std::move(target)), overwrite_(overwrite) {
   std::error_code ec;
   if (!overwrite_ && std::filesystem::exists(target_, ec)) {
-    throw Error(ErrorKind::kExists, "output exists; use --force to overwrite it").in_file(target_.string());
+    throw Error(ErrorKind::kExists, "output exists").in_file(target_.string());
   }
   for (const auto& stale : stale_temporaries(target_)) std::filesystem::remove(stale, ec);
 
@@ -149,7 +149,7 @@ void AtomicFile::commit(bool sync) {
     // renameat2(RENAME_NOREPLACE) is not everywhere; link() also refuses to replace.
     if (::link(temp_.c_str(), target_.c_str()) != 0) {
       if (errno == EEXIST) {
-        throw Error(ErrorKind::kExists, "output appeared while writing; use --force to overwrite it")
+        throw Error(ErrorKind::kExists, "output appeared while writing")
             .in_file(target_.string());
       }
       throw io_error("cannot move the finished file into place", target_);

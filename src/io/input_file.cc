@@ -108,6 +108,18 @@ void InputFile::read_fd(uint64_t offset, std::span<std::byte> out, std::string_v
   }
 }
 
+std::shared_ptr<std::byte> InputFile::private_mapping() const {
+  if (fd_ < 0 || size_ == 0) return nullptr;
+  std::lock_guard<std::mutex> lock(private_mutex_);
+  if (std::shared_ptr<std::byte> existing = private_.lock()) return existing;
+  void* base = ::mmap(nullptr, size_, PROT_READ | PROT_WRITE, MAP_PRIVATE, fd_, 0);
+  if (base == MAP_FAILED) throw Error(ErrorKind::kIo, std::string("cannot map: ") + std::strerror(errno)).in_file(name_);
+  const size_t size = size_;
+  std::shared_ptr<std::byte> mapping(static_cast<std::byte*>(base), [size](std::byte* p) { ::munmap(p, size); });
+  private_ = mapping;
+  return mapping;
+}
+
 void InputFile::advise_sequential(uint64_t offset, uint64_t length) const {
   if (fd_ < 0) return;
   ::posix_fadvise(fd_, static_cast<off_t>(offset), static_cast<off_t>(length), POSIX_FADV_SEQUENTIAL);

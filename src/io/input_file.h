@@ -8,6 +8,8 @@
 // the kernel copies it). Files of up to 8 MiB are simply read into memory.
 #pragma once
 
+#include <mutex>
+
 #include <cstddef>
 #include <cstdint>
 #include <filesystem>
@@ -50,6 +52,12 @@ class InputFile {
   /// Tells the kernel a range will be read once, front to back.
   void advise_sequential(uint64_t offset, uint64_t length) const;
 
+  /// A private, copy-on-write mapping of the whole file, made once from the
+  /// descriptor opened by open() (so it is the same file, whatever happened
+  /// to its name since): writes to it change this process's memory only.
+  /// Null for in-memory files and empty files. Throws Error(kIo).
+  std::shared_ptr<std::byte> private_mapping() const;
+
  private:
   InputFile() = default;
   void read_fd(uint64_t offset, std::span<std::byte> out, std::string_view what) const;
@@ -60,6 +68,8 @@ class InputFile {
   uint64_t size_ = 0;
   const std::byte* base_ = nullptr;
   std::string memory_;  // owns the bytes of an in-memory or small file
+  mutable std::mutex private_mutex_;
+  mutable std::weak_ptr<std::byte> private_;  // made on request; lives while someone uses it
 };
 
 }  // namespace ckptfix

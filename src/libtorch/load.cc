@@ -1,9 +1,5 @@
 // load_state_dict: checkpoint tensors as at::Tensors, sharing what the file
 // shares, zero-copy where the file allows it.
-#include <fcntl.h>
-#include <sys/mman.h>
-#include <sys/stat.h>
-#include <unistd.h>
 
 #include <cerrno>
 #include <cstring>
@@ -24,32 +20,6 @@ namespace {
 // A private, copy-on-write mapping of the whole file: tensors may be
 // written to without touching the file, and pages nobody writes are shared
 // with the page cache instead of copied.
-class PrivateMapping {
- public:
-  explicit PrivateMapping(const std::string& path) {
-    const int fd = ::open(path.c_str(), O_RDONLY | O_CLOEXEC);
-    if (fd < 0) throw Error(ErrorKind::kIo, std::string("cannot open: ") + std::strerror(errno)).in_file(path);
-    struct stat st {};
-    ::fstat(fd, &st);
-    size_ = static_cast<size_t>(st.st_size);
-    void* base = size_ ? ::mmap(nullptr, size_, PROT_READ | PROT_WRITE, MAP_PRIVATE, fd, 0) : nullptr;
-    ::close(fd);
-    if (base == MAP_FAILED) throw Error(ErrorKind::kIo, std::string("cannot map: ") + std::strerror(errno)).in_file(path);
-    base_ = static_cast<std::byte*>(base);
-  }
-  ~PrivateMapping() {
-    if (base_ != nullptr) ::munmap(base_, size_);
-  }
-  PrivateMapping(const PrivateMapping&) = delete;
-  PrivateMapping& operator=(const PrivateMapping&) = delete;
-  std::byte* at(uint64_t offset) const { return base_ + offset; }
-  size_t size() const { return size_; }
-
- private:
-  std::byte* base_ = nullptr;
-  size_t size_ = 0;
-};
-
 class Loader {
  public:
   Loader(const Checkpoint& checkpoint, const LoadOptions& options) : ck_(checkpoint), options_(options) {
@@ -61,7 +31,7 @@ class Loader {
   const at::Tensor& base(int32_t index) {
     auto it = bases_.find(index);
     if (it != bases_.end()) return it->second;
-    const Storage& s = ck_.storages()[static_cast<size_t>(index)];
+    const StorageInfo& s = ck_.storages()[static_cast<size_t>(index)];
     const std::optional<c10::ScalarType> type = to_scalar_type(s.dtype);
     if (!type || c10::isQIntType(*type)) {
       throw Error(ErrorKind::kUnsupported, "storage '" + s.key + "' holds " + std::string(dtype_name(s.dtype)) +
@@ -70,11 +40,11 @@ class Loader {
     const int64_t numel = static_cast<int64_t>(s.nbytes / element_size(s.dtype));
     const bool cast = options_.dtype && is_castable_float(s.dtype) && *options_.dtype != *type;
     at::Tensor t;
-    if (zero_copy_possible(s, cast)) {
-      if (!mapping_) mapping_ = std::make_shared<PrivateMapping>(ck_.file_name());
-      auto* owner = new std::shared_ptr<PrivateMapping>(mapping_);  // released by the DataPtr's deleter
-      at::DataPtr data(mapping_->at(s.source.offset), owner,
-                       [](void* ctx) { delete static_cast<std::shared_ptr<PrivateMapping>*>(ctx); },
+    Checkpoint::PrivateBytes mapped;
+    if (zero_copy_possible(s, cast)) mapped = ck_.map_storage_private(static_cast<size_t>(index));
+    if (!mapped.bytes.empty()) {
+      auto* owner = new std::shared_ptr<void>(std::move(mapped.owner));  // released by the DataPtr's deleter
+      at::DataPtr data(mapped.bytes.data(), owner, [](void* ctx) { delete static_cast<std::shared_ptr<void>*>(ctx); },
                        at::Device(at::kCPU));
       at::Storage storage(at::Storage::use_byte_size_t(), s.nbytes, std::move(data), nullptr, false);
       t = at::empty({0}, at::TensorOptions().dtype(*type)).set_(storage, 0, {numel}, {1});
@@ -89,7 +59,7 @@ class Loader {
     return bases_.emplace(index, std::move(t)).first->second;
   }
 
-  at::Tensor tensor(const Tensor& t) {
+  at::Tensor tensor(const TensorInfo& t) {
     const at::Tensor& b = base(t.storage);
     at::Tensor view = at::empty({0}, b.options()).set_(b.storage(), t.storage_offset, t.shape, t.stride);
     if (t.requires_grad && (view.is_floating_point() || view.is_complex())) view.set_requires_grad(true);
@@ -105,7 +75,7 @@ class Loader {
     }
   }
 
-  bool zero_copy_possible(const Storage& s, bool cast) const {
+  bool zero_copy_possible(const StorageInfo& s, bool cast) const {
     return !cast && device_.is_cpu() && s.source.encoding == StorageSource::Encoding::kStored && !s.big_endian &&
            s.nbytes > 0 && s.source.offset % element_size(s.dtype) == 0;
   }
@@ -113,7 +83,6 @@ class Loader {
   const Checkpoint& ck_;
   const LoadOptions& options_;
   at::Device device_{at::kCPU};
-  std::shared_ptr<PrivateMapping> mapping_;
   std::unordered_map<int32_t, at::Tensor> bases_;
   size_t zero_copy_ = 0;
 };

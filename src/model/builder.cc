@@ -12,7 +12,7 @@ namespace ckptfix {
 namespace {
 
 Checkpoint build_state_dict(const std::vector<StorageSpec>& storages, const std::vector<TensorSpec>& tensors) {
-  auto impl = std::make_unique<Checkpoint::Impl>();
+  auto impl = std::make_unique<CheckpointImpl>();
   impl->file = InputFile::from_memory({}, "<memory>");
   impl->format = CheckpointFormat::kZip;
   impl->archive_root = "archive";
@@ -73,7 +73,7 @@ Checkpoint build_state_dict(const std::vector<StorageSpec>& storages, const std:
     impl->note_global("torch._utils", s.untyped ? "_rebuild_tensor_v3" : "_rebuild_tensor_v2");
     if (s.untyped) impl->note_global("torch", std::string(dtype_name(s.dtype)));
   }
-  Checkpoint checkpoint = Checkpoint::adopt(std::move(impl));
+  Checkpoint checkpoint = CheckpointAccess::adopt(std::move(impl));
   try {
     validate_tensor_views(checkpoint);
   } catch (Error& e) {

@@ -2,7 +2,6 @@
 
 #include "ckptfix/error.h"
 #include "error_boundary.h"
-#include "formats/readers.h"
 #include "io/bytes.h"
 #include "model/checkpoint_impl.h"
 #include "model/torch_objects.h"
@@ -16,7 +15,7 @@ std::string_view format_name(CheckpointFormat format) {
   return format == CheckpointFormat::kZip ? "zip" : "legacy";
 }
 
-void Checkpoint::Impl::note_global(const std::string& module, const std::string& name) {
+void CheckpointImpl::note_global(const std::string& module, const std::string& name) {
   // Pickles name the same global many times; judge it once. The key is
   // unambiguous ("a.b" + "c" and "a" + "b.c" differ).
   std::string key = std::to_string(module.size()) + ":" + module + name;
@@ -27,12 +26,12 @@ void Checkpoint::Impl::note_global(const std::string& module, const std::string&
   globals.push_back({module, name, c.kind});
 }
 
-uint64_t Checkpoint::Impl::walk_steps() const {
+uint64_t CheckpointImpl::walk_steps() const {
   if (limits.max_walk_steps != 0) return limits.max_walk_steps;
   return (uint64_t{1} << 24) + 64 * static_cast<uint64_t>(graph.size());
 }
 
-uint64_t Checkpoint::Impl::pickle_values() const {
+uint64_t CheckpointImpl::pickle_values() const {
   if (limits.max_pickle_values != 0) return limits.max_pickle_values;
   return (uint64_t{1} << 20) + 2 * file->size();
 }
@@ -74,36 +73,10 @@ std::vector<std::string_view> ReadLimits::names() {
   return out;
 }
 
-Checkpoint::Checkpoint(std::unique_ptr<Impl> impl) : impl_(std::move(impl)) {}
-Checkpoint Checkpoint::adopt(std::unique_ptr<Impl> impl) { return Checkpoint(std::move(impl)); }
+Checkpoint::Checkpoint(std::unique_ptr<CheckpointImpl> impl) : impl_(std::move(impl)) {}
 Checkpoint::Checkpoint(Checkpoint&&) noexcept = default;
 Checkpoint& Checkpoint::operator=(Checkpoint&&) noexcept = default;
 Checkpoint::~Checkpoint() = default;
-
-namespace {
-
-Checkpoint open_input(std::shared_ptr<const InputFile> file, const OpenOptions& options) {
-  auto impl = std::make_unique<Checkpoint::Impl>();
-  impl->file = std::move(file);
-  impl->limits = options.limits;
-  const std::string name = impl->file->name();  // a copy: impl goes into the Checkpoint, which may not survive
-  return error_boundary(name, [&] {
-    read_any_checkpoint(*impl);
-    Checkpoint checkpoint = Checkpoint::adopt(std::move(impl));
-    validate_tensor_views(checkpoint);
-    return checkpoint;
-  });
-}
-
-}  // namespace
-
-Checkpoint Checkpoint::open(const std::filesystem::path& path, const OpenOptions& options) {
-  return open_input(error_boundary(path.string(), [&] { return InputFile::open(path); }), options);
-}
-
-Checkpoint Checkpoint::from_bytes(std::string bytes, std::string name, const OpenOptions& options) {
-  return open_input(InputFile::from_memory(std::move(bytes), std::move(name)), options);
-}
 
 const std::string& Checkpoint::file_name() const { return impl_->file->name(); }
 const ReadLimits& Checkpoint::read_limits() const { return impl_->limits; }
@@ -112,19 +85,28 @@ CheckpointFormat Checkpoint::format() const { return impl_->format; }
 const std::string& Checkpoint::archive_root() const { return impl_->archive_root; }
 bool Checkpoint::big_endian() const { return impl_->big_endian; }
 int Checkpoint::pickle_protocol() const { return impl_->protocol; }
-Value* Checkpoint::root() const { return impl_->root; }
-void Checkpoint::set_root(Value* root) { impl_->root = root; }
-ValueGraph& Checkpoint::graph() { return impl_->graph; }
-std::vector<Storage>& Checkpoint::storages() { return impl_->storages; }
-const std::vector<Storage>& Checkpoint::storages() const { return impl_->storages; }
-std::vector<Tensor>& Checkpoint::tensors() { return impl_->tensors; }
-const std::vector<Tensor>& Checkpoint::tensors() const { return impl_->tensors; }
+
+namespace {
+
+template <typename Row, typename View>
+const View& row_at(const void* table, size_t i) {
+  return (*static_cast<const std::vector<Row>*>(table))[i];
+}
+
+}  // namespace
+
+TableView<StorageInfo> Checkpoint::storages() const {
+  return {&impl_->storages, impl_->storages.size(), &row_at<Storage, StorageInfo>};
+}
+TableView<TensorInfo> Checkpoint::tensors() const {
+  return {&impl_->tensors, impl_->tensors.size(), &row_at<Tensor, TensorInfo>};
+}
 const std::vector<GlobalRef>& Checkpoint::globals() const { return impl_->globals; }
 const OpcodeSet& Checkpoint::pickle_opcodes() const { return impl_->opcodes; }
 
-const Tensor* Checkpoint::tensor_of(const Value* v) const {
-  auto it = impl_->tensor_by_value.find(v);
-  return it == impl_->tensor_by_value.end() ? nullptr : &impl_->tensors[it->second];
+const Tensor* CheckpointImpl::tensor_of(const Value* v) const {
+  auto it = tensor_by_value.find(v);
+  return it == tensor_by_value.end() ? nullptr : &tensors[it->second];
 }
 
 std::vector<std::string> Checkpoint::record_names() const {
@@ -153,5 +135,16 @@ std::span<const std::byte> Checkpoint::map_storage(size_t storage) const {
 }
 
 std::shared_ptr<const void> Checkpoint::mapping_owner() const { return impl_->file; }
+
+Checkpoint::PrivateBytes Checkpoint::map_storage_private(size_t storage) const {
+  const Storage& s = impl_->storages.at(storage);
+  if (s.source.encoding != StorageSource::Encoding::kStored || s.big_endian || s.nbytes == 0) return {};
+  return error_boundary(file_name(), [&]() -> PrivateBytes {
+    impl_->file->view(s.source.offset, s.nbytes, s.source.record);  // in range, or Error(kCorrupt)
+    std::shared_ptr<std::byte> mapping = impl_->file->private_mapping();
+    if (!mapping) return {};
+    return {std::span(mapping.get() + s.source.offset, static_cast<size_t>(s.nbytes)), mapping};
+  });
+}
 
 }  // namespace ckptfix

@@ -1,5 +1,6 @@
 // The private state behind ckptfix::Checkpoint, shared by the readers (which
 // fill it), the passes (which edit it) and the writer (which serializes it).
+// Library users see it only through the read-only views of checkpoint.h.
 #pragma once
 
 #include <memory>
@@ -10,6 +11,7 @@
 
 #include "ckptfix/checkpoint.h"
 #include "io/input_file.h"
+#include "pickle/value.h"
 #include "zip/zip_reader.h"
 
 namespace ckptfix {
@@ -33,7 +35,29 @@ struct ArchiveStyle {
   static ArchiveStyle newest() { return {true, 64, true}; }
 };
 
-struct Checkpoint::Impl {
+/// A storage with what the passes decide for it.
+struct Storage : StorageInfo {
+  /// Set by the cast pass: the element type to write instead of `dtype`.
+  std::optional<DType> cast_to;
+  /// The element type written to the output.
+  DType output_dtype() const { return cast_to.value_or(dtype); }
+  /// Bytes written to the output.
+  uint64_t output_nbytes() const;
+};
+
+/// A tensor with the graph values it is made of.
+struct Tensor : TensorInfo {
+  Value* value = nullptr;    ///< the graph value that *is* the tensor (the Parameter when wrapped)
+  Value* rebuild = nullptr;  ///< the _rebuild_tensor* call
+  Value* dtype_arg = nullptr;///< the dtype Global argument of _rebuild_tensor_v3, if any
+};
+
+/// A state dict with its graph value.
+struct StateDict : StateDictInfo {
+  Value* dict = nullptr;  ///< kDict or an OrderedDict kObject
+};
+
+struct CheckpointImpl {
   std::shared_ptr<const InputFile> file;
   std::unique_ptr<ZipReader> zip;  // null for legacy files
   CheckpointFormat format = CheckpointFormat::kZip;
@@ -58,6 +82,20 @@ struct Checkpoint::Impl {
   uint64_t walk_steps() const;
   /// ReadLimits::max_pickle_values, or its default for this file.
   uint64_t pickle_values() const;
+  /// The tensor whose value is v, or nullptr.
+  const Tensor* tensor_of(const Value* v) const;
+  /// Every state dict reachable from the root (computed from the current graph).
+  std::vector<StateDict> state_dicts() const;
 };
+
+/// The door to a Checkpoint's insides, for ckptfix's own code only.
+struct CheckpointAccess {
+  static CheckpointImpl& impl(Checkpoint& c) { return *c.impl_; }
+  static const CheckpointImpl& impl(const Checkpoint& c) { return *c.impl_; }
+  static Checkpoint adopt(std::unique_ptr<CheckpointImpl> impl) { return Checkpoint(std::move(impl)); }
+};
+
+inline CheckpointImpl& impl_of(Checkpoint& c) { return CheckpointAccess::impl(c); }
+inline const CheckpointImpl& impl_of(const Checkpoint& c) { return CheckpointAccess::impl(c); }
 
 }  // namespace ckptfix

@@ -183,16 +183,16 @@ void walk_graph(Value* root, const std::function<bool(Value&, const Path&)>& vis
   walker.walk(root);
 }
 
-WalkLimits walk_limits(const Checkpoint& checkpoint) {
-  return {checkpoint.impl().limits.max_depth, checkpoint.impl().walk_steps()};
+WalkLimits walk_limits(const CheckpointImpl& checkpoint) {
+  return {checkpoint.limits.max_depth, checkpoint.walk_steps()};
 }
 
-std::string object_pickle_name(const Checkpoint& checkpoint) {
-  if (checkpoint.format() == CheckpointFormat::kLegacy) return "legacy object pickle";
-  return checkpoint.archive_root() + "/data.pkl";
+std::string object_pickle_name(const CheckpointImpl& checkpoint) {
+  if (checkpoint.format == CheckpointFormat::kLegacy) return "legacy object pickle";
+  return checkpoint.archive_root + "/data.pkl";
 }
 
-void walk_checkpoint(const Checkpoint& checkpoint, Value* root, const std::function<bool(Value&, const Path&)>& visit) {
+void walk_checkpoint(const CheckpointImpl& checkpoint, Value* root, const std::function<bool(Value&, const Path&)>& visit) {
   try {
     walk_graph(root, visit, walk_limits(checkpoint));
   } catch (Error& e) {
@@ -217,7 +217,7 @@ std::string path_to_string(const Path& path) {
 std::vector<TensorPosition> Checkpoint::tensor_positions() const {
   return error_boundary(file_name(), [&] {
     std::vector<TensorPosition> out;
-    walk_checkpoint(*this, impl_->root, [&](Value& v, const Path& path) {
+    walk_checkpoint(*impl_, impl_->root, [&](Value& v, const Path& path) {
       auto it = impl_->tensor_by_value.find(&v);
       if (it == impl_->tensor_by_value.end()) return true;
       out.push_back({path, it->second});
@@ -229,8 +229,8 @@ std::vector<TensorPosition> Checkpoint::tensor_positions() const {
 
 namespace {
 
-std::vector<StateDict> find_state_dicts(const Checkpoint& checkpoint) {
-  const Checkpoint::Impl* impl_ = &checkpoint.impl();
+std::vector<StateDict> find_state_dicts(const CheckpointImpl& checkpoint) {
+  const CheckpointImpl* impl_ = &checkpoint;
   std::vector<StateDict> out;
   // walk_graph has no "leave" callback; track optimizer nesting by path prefix.
   std::vector<Path> optimizer_paths;
@@ -256,7 +256,14 @@ std::vector<StateDict> find_state_dicts(const Checkpoint& checkpoint) {
       ++tensors;
     }
     if (all) {
-      out.push_back({path, &v, !optimizer_paths.empty(), tensors});
+      StateDict found;
+      found.path = path;
+      found.dict = &v;
+      found.in_optimizer = !optimizer_paths.empty();
+      found.size = tensors;
+      found.keys.reserve(tensors);
+      for (const auto& entry : v.entries()) found.keys.push_back(entry.first->text);
+      out.push_back(std::move(found));
       return false;
     }
     return true;
@@ -266,8 +273,14 @@ std::vector<StateDict> find_state_dicts(const Checkpoint& checkpoint) {
 
 }  // namespace
 
-std::vector<StateDict> Checkpoint::state_dicts() const {
-  return error_boundary(file_name(), [&] { return find_state_dicts(*this); });
+std::vector<StateDict> CheckpointImpl::state_dicts() const {
+  return error_boundary(file->name(), [&] { return find_state_dicts(*this); });
+}
+
+std::vector<StateDictInfo> Checkpoint::state_dicts() const {
+  std::vector<StateDictInfo> out;
+  for (StateDict& d : impl_->state_dicts()) out.push_back(std::move(d));
+  return out;
 }
 
 }  // namespace ckptfix

@@ -18,6 +18,7 @@
 #include <functional>
 
 #include "ckptfix/checkpoint.h"
+#include "model/checkpoint_impl.h"
 
 namespace ckptfix {
 
@@ -37,7 +38,7 @@ struct WalkLimits {
 };
 
 /// The limits for walking `checkpoint`'s graph, from the limits it was opened with.
-WalkLimits walk_limits(const Checkpoint& checkpoint);
+WalkLimits walk_limits(const CheckpointImpl& checkpoint);
 
 /// Visits values depth first. `visit(value, path)` returns true to descend
 /// into the value's children. Values already on the current path (cycles)
@@ -46,10 +47,10 @@ void walk_graph(Value* root, const std::function<bool(Value&, const Path&)>& vis
 
 /// Where the object pickle of `checkpoint` is, for messages about its graph
 /// ("archive/data.pkl", or "legacy object pickle").
-std::string object_pickle_name(const Checkpoint& checkpoint);
+std::string object_pickle_name(const CheckpointImpl& checkpoint);
 
 /// walk_graph from `root` (a value of `checkpoint`'s graph) with the
 /// checkpoint's limits; errors name the object pickle as their place.
-void walk_checkpoint(const Checkpoint& checkpoint, Value* root, const std::function<bool(Value&, const Path&)>& visit);
+void walk_checkpoint(const CheckpointImpl& checkpoint, Value* root, const std::function<bool(Value&, const Path&)>& visit);
 
 }  // namespace ckptfix

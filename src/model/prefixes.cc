@@ -12,13 +12,6 @@ std::span<const std::string_view> known_wrapper_prefixes() {
   return kPrefixes;
 }
 
-std::vector<std::string> state_dict_keys(const StateDict& state_dict) {
-  std::vector<std::string> keys;
-  keys.reserve(state_dict.dict->entries().size());
-  for (const auto& [k, v] : state_dict.dict->entries()) keys.push_back(k->text);
-  return keys;
-}
-
 std::string shared_wrapper_prefix(std::span<const std::string> keys) {
   if (keys.empty()) return {};
   std::string prefix;

@@ -3,39 +3,29 @@
 #include "ckptfix/error.h"
 #include "error_boundary.h"
 #include "model/graph_walk.h"
-#include "passes/targets.h"
+#include "model/checkpoint_impl.h"
+#include "model/dict_selection.h"
 
 namespace ckptfix {
 
 namespace {
 
-std::vector<StateDictEntry> find_state_dict(const Checkpoint& checkpoint, const std::string& key) {
-  Value* dict = nullptr;
+std::vector<StateDictEntry> find_state_dict(const CheckpointImpl& checkpoint, const std::string& key) {
   std::string name = key.empty() ? "<root>" : key;
+  const Value* dict = nullptr;
   if (!key.empty()) {
-    dict = find_path(checkpoint, key);
-    if (dict == nullptr) throw Error(ErrorKind::kConflict, "key '" + key + "' names nothing in this checkpoint");
+    dict = select_dicts(checkpoint, {key}).front().dict;
   } else {
-    std::vector<StateDictEntry> none;
-    const auto found = checkpoint.state_dicts();
-    std::vector<const StateDict*> candidates;
-    for (const StateDict& sd : found) {
-      if (sd.path.empty()) {  // the root itself
-        candidates = {&sd};
-        break;
-      }
-      if (!sd.in_optimizer) candidates.push_back(&sd);
-    }
+    const std::vector<StateDict> candidates = default_state_dicts(checkpoint);
     if (candidates.empty()) throw Error(ErrorKind::kConflict, "the checkpoint holds no state dict");
     if (candidates.size() > 1) {
       std::string names;
-      for (const StateDict* sd : candidates) names += (names.empty() ? "'" : ", '") + path_to_string(sd->path) + "'";
+      for (const StateDict& sd : candidates) names += (names.empty() ? "'" : ", '") + path_to_string(sd.path) + "'";
       throw Error(ErrorKind::kConflict, "the checkpoint holds several state dicts (" + names + "); choose one by its key");
     }
-    dict = candidates.front()->dict;
-    if (!candidates.front()->path.empty()) name = path_to_string(candidates.front()->path);
+    dict = candidates.front().dict;
+    if (!candidates.front().path.empty()) name = path_to_string(candidates.front().path);
   }
-  if (!is_dict_like(*dict)) throw Error(ErrorKind::kConflict, "'" + name + "' is not a dict");
   std::vector<StateDictEntry> entries;
   for (const auto& [k, v] : dict->entries()) {
     const Tensor* t = checkpoint.tensor_of(v);
@@ -43,7 +33,7 @@ std::vector<StateDictEntry> find_state_dict(const Checkpoint& checkpoint, const 
       throw Error(ErrorKind::kConflict, "'" + name + "' is not a state dict: its entry '" +
                                             path_to_string({key_to_path_element(*k)}) + "' is not a tensor");
     }
-    entries.push_back({k->text, static_cast<size_t>(t - checkpoint.tensors().data()), dict});
+    entries.push_back({k->text, static_cast<size_t>(t - checkpoint.tensors.data())});
   }
   return entries;
 }
@@ -51,7 +41,7 @@ std::vector<StateDictEntry> find_state_dict(const Checkpoint& checkpoint, const 
 }  // namespace
 
 std::vector<StateDictEntry> select_state_dict(const Checkpoint& checkpoint, const std::string& key) {
-  return error_boundary(checkpoint.file_name(), [&] { return find_state_dict(checkpoint, key); });
+  return error_boundary(checkpoint.file_name(), [&] { return find_state_dict(impl_of(checkpoint), key); });
 }
 
 }  // namespace ckptfix

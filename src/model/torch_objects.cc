@@ -41,7 +41,7 @@ bool as_bool(const Value* v, bool& out) {
 }
 
 // A dense or quantized rebuild call, parsed. Returns false if `v` is not one.
-bool parse_rebuild(Checkpoint::Impl& impl, Value& v, Tensor& t) {
+bool parse_rebuild(CheckpointImpl& impl, Value& v, Tensor& t) {
   if (v.kind != ValueKind::kObject || v.callable() == nullptr || v.callable()->kind != ValueKind::kGlobal) return false;
   if (v.callable()->text != "torch._utils") return false;
   const std::string& fn = v.callable()->name();
@@ -96,13 +96,13 @@ uint64_t Storage::output_nbytes() const {
   return nbytes / element_size(dtype) * element_size(*cast_to);
 }
 
-uint64_t Tensor::numel() const {
+uint64_t TensorInfo::numel() const {
   uint64_t n = 1;
   for (int64_t d : shape) n *= static_cast<uint64_t>(d);
   return n;
 }
 
-uint64_t Tensor::nbytes() const {
+uint64_t TensorInfo::nbytes() const {
   const uint32_t per = packed_values(dtype);
   return (numel() + per - 1) / per * element_size(dtype);
 }
@@ -135,7 +135,7 @@ std::optional<StoragePid> parse_storage_pid(const Value& pid) {
   return out;
 }
 
-void build_storage_table(Checkpoint::Impl& impl, const std::function<LocatedData(const std::string&)>& locate) {
+void build_storage_table(CheckpointImpl& impl, const std::function<LocatedData(const std::string&)>& locate) {
   std::unordered_map<std::string, int32_t> by_key;
   impl.graph.for_each([&](Value& v) {
     if (v.kind != ValueKind::kPersistentId || v.pid() == nullptr) return;
@@ -190,7 +190,7 @@ void build_storage_table(Checkpoint::Impl& impl, const std::function<LocatedData
   });
 }
 
-void build_tensor_table(Checkpoint::Impl& impl) {
+void build_tensor_table(CheckpointImpl& impl) {
   // Pass 1: rebuild calls, in pickle order.
   impl.graph.for_each([&](Value& v) {
     Tensor t;
@@ -219,8 +219,8 @@ void build_tensor_table(Checkpoint::Impl& impl) {
 }
 
 void validate_tensor_views(const Checkpoint& checkpoint) {
-  const auto& tensors = checkpoint.tensors();
-  const auto& storages = checkpoint.storages();
+  const auto& tensors = impl_of(checkpoint).tensors;
+  const auto& storages = impl_of(checkpoint).storages;
   std::vector<bool> checked(tensors.size(), false);
   for (const TensorPosition& pos : checkpoint.tensor_positions()) {
     if (checked[pos.tensor]) continue;

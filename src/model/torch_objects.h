@@ -36,10 +36,10 @@ struct LocatedData {
 /// Builds impl.storages from every storage persistent id in the graph and
 /// points each kPersistentId value at its storage. `locate(key)` finds the
 /// data of a key (throws if absent). Checks the sizes agree.
-void build_storage_table(Checkpoint::Impl& impl, const std::function<LocatedData(const std::string& key)>& locate);
+void build_storage_table(CheckpointImpl& impl, const std::function<LocatedData(const std::string& key)>& locate);
 
 /// Builds impl.tensors from the rebuild calls in the graph.
-void build_tensor_table(Checkpoint::Impl& impl);
+void build_tensor_table(CheckpointImpl& impl);
 
 /// Checks every tensor reachable from the root fits inside its storage;
 /// errors name the tensor's path.

@@ -17,6 +17,7 @@
 #include <unordered_set>
 
 #include "passes/passes_internal.h"
+#include "model/checkpoint_impl.h"
 
 namespace ckptfix {
 namespace {
@@ -25,7 +26,7 @@ namespace {
 // share (memo) with other tensors, such as the args tuple's items or the
 // callable, are replaced, never mutated.
 void rebuild_with_dtype(Checkpoint& checkpoint, Tensor& t, Value* v3, Value* dtype) {
-  ValueGraph& graph = checkpoint.graph();
+  ValueGraph& graph = impl_of(checkpoint).graph;
   const std::vector<Value*>& a = t.rebuild->args()->items;
   std::vector<Value*> args;
   if (t.dtype_arg != nullptr) {  // already v3: swap the dtype
@@ -57,8 +58,8 @@ void rebuild_with_dtype(Checkpoint& checkpoint, Tensor& t, Value* v3, Value* dty
 void plan_cast(Checkpoint& checkpoint, const std::vector<TargetTensor>& targets, const PassOptions& options,
                PassReport& report) {
   const DType to = *options.cast_to;
-  auto& tensors = checkpoint.tensors();
-  auto& storages = checkpoint.storages();
+  auto& tensors = impl_of(checkpoint).tensors;
+  auto& storages = impl_of(checkpoint).storages;
   auto wanted_type = [&](DType d) {
     if (!is_cast_type(d) || d == to) return false;
     return options.cast_from.empty() ||
@@ -115,8 +116,8 @@ void plan_cast(Checkpoint& checkpoint, const std::vector<TargetTensor>& targets,
       t.dtype = to;
       ++report.tensors_cast;
       if (t.dtype_arg == nullptr && !needs_v3) continue;  // the typed storage class tells the type
-      if (dtype_global == nullptr) dtype_global = checkpoint.graph().make_global("torch", std::string(dtype_name(to)));
-      if (needs_v3 && v3_global == nullptr) v3_global = checkpoint.graph().make_global("torch._utils", "_rebuild_tensor_v3");
+      if (dtype_global == nullptr) dtype_global = impl_of(checkpoint).graph.make_global("torch", std::string(dtype_name(to)));
+      if (needs_v3 && v3_global == nullptr) v3_global = impl_of(checkpoint).graph.make_global("torch._utils", "_rebuild_tensor_v3");
       rebuild_with_dtype(checkpoint, t, needs_v3 ? v3_global : t.rebuild->callable(), dtype_global);
     }
   }

@@ -14,17 +14,18 @@
 #include <unordered_set>
 
 #include "ckptfix/state_dict.h"
+#include "model/checkpoint_impl.h"
 #include "passes/passes_internal.h"
 
 namespace ckptfix {
 
 void make_libtorch_state_dict(Checkpoint& checkpoint, const PassOptions& options, PassReport& report) {
   const std::vector<StateDictEntry> entries = select_state_dict(checkpoint, options.keys.empty() ? "" : options.keys[0]);
-  ValueGraph& graph = checkpoint.graph();
+  ValueGraph& graph = impl_of(checkpoint).graph;
   Value* dict = graph.make(ValueKind::kDict);
   std::unordered_set<int32_t> storages;
   for (const StateDictEntry& e : entries) {
-    Tensor& t = checkpoint.tensors()[e.tensor];
+    Tensor& t = impl_of(checkpoint).tensors[e.tensor];
     if (t.parameter) {  // a plain tensor in place of the Parameter wrapping it
       t.value = t.rebuild;
       t.parameter = false;
@@ -36,16 +37,16 @@ void make_libtorch_state_dict(Checkpoint& checkpoint, const PassOptions& options
       t.rebuild->callable() = graph.make_global("torch._utils", "_rebuild_tensor_v2");
       t.rebuild->args() = graph.make_tuple(std::move(args));
       t.dtype_arg = nullptr;
-      Storage& s = checkpoint.storages()[static_cast<size_t>(t.storage)];
+      Storage& s = impl_of(checkpoint).storages[static_cast<size_t>(t.storage)];
       s.untyped = false;
       s.numel = s.nbytes / element_size(s.dtype);
     }
     dict->entries().emplace_back(graph.make_str(e.key), t.value);
     storages.insert(t.storage);
   }
-  checkpoint.set_root(dict);
+  impl_of(checkpoint).root = dict;
   for (int32_t index : storages) {
-    Storage& s = checkpoint.storages()[static_cast<size_t>(index)];
+    Storage& s = impl_of(checkpoint).storages[static_cast<size_t>(index)];
     if (s.location == "cpu") continue;
     report.retagged.emplace_back(s.location + " -> cpu", 1);
     s.location = "cpu";

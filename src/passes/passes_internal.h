@@ -4,7 +4,7 @@
 #include <vector>
 
 #include "ckptfix/passes.h"
-#include "passes/targets.h"
+#include "model/dict_selection.h"
 
 namespace ckptfix {
 

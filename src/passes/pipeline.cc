@@ -3,6 +3,7 @@
 #include <unordered_set>
 
 #include "ckptfix/error.h"
+#include "model/checkpoint_impl.h"
 #include "error_boundary.h"
 #include "ckptfix/prefixes.h"
 #include "passes/passes_internal.h"
@@ -10,10 +11,12 @@
 
 namespace ckptfix {
 
-void validate_pass_options(const PassOptions& options) {
+namespace {
+
+void check_pass_options(const PassOptions& options) {
   auto usage = [](const std::string& message) { return Error(ErrorKind::kInvalidArgument, message); };
   if (options.to_device && !options.device_map.empty()) {
-    throw usage("use either --to (every storage) or --map FROM=TO (matching storages), not both");
+    throw usage("use either `to_device` (every storage) or `device_map` (matching storages), not both");
   }
   if (options.to_device) validate_device(*options.to_device);
   for (const auto& [from, to] : options.device_map) {
@@ -26,48 +29,48 @@ void validate_pass_options(const PassOptions& options) {
   }
   for (DType d : options.cast_from) {
     if (!is_cast_type(d)) {
-      throw usage("--from " + std::string(dtype_name(d)) +
+      throw usage("`cast_from` " + std::string(dtype_name(d)) +
                   ": only float16, bfloat16, float32, float64, float8_e4m3fn and float8_e5m2 are cast");
     }
   }
   if (options.for_libtorch && options.keys.size() > 1) {
-    throw usage("--for-libtorch writes one state dict: give at most one --key");
+    throw usage("`for_libtorch` writes one state dict: give at most one of `keys`");
   }
   if ((!options.cast_from.empty() || !options.keep.empty()) && !options.cast_to) {
-    throw usage("--from and --keep need --dtype");
+    throw usage("`cast_from` and `keep` need `cast_to`");
   }
   for (const std::string& g : options.keep) {
-    if (g.empty()) throw usage("--keep needs a non-empty glob");
+    if (g.empty()) throw usage("`keep` needs a non-empty glob");
     size_t open = 0;
     for (char c : g) open = c == '[' ? open + 1 : c == ']' && open ? open - 1 : open;
-    if (open) throw usage("--keep '" + g + "': unclosed '[' in glob");
+    if (open) throw usage("`keep` '" + g + "': unclosed '[' in glob");
   }
   for (const std::string& p : options.strip_prefixes) {
-    if (p.empty()) throw usage("--prefix needs a non-empty prefix");
+    if (p.empty()) throw usage("`strip_prefixes` needs a non-empty prefix");
   }
 }
 
-namespace {
-
 PassReport run_passes(Checkpoint& checkpoint, const PassOptions& options) {
-  validate_pass_options(options);
+  CheckpointImpl& impl = impl_of(checkpoint);
   PassReport report;
   // 0. extract: what the user keeps becomes the root; the writer then
   // writes only the storages still reachable.
   if (options.extract) {
-    Value* value = find_path(checkpoint, *options.extract);
-    if (value == nullptr) throw Error(ErrorKind::kConflict, "--extract '" + *options.extract + "' names nothing in this checkpoint");
-    if (value != checkpoint.root()) {
-      checkpoint.set_root(value);
+    Value* value = find_path(impl, *options.extract);
+    if (value == nullptr) {
+      throw Error(ErrorKind::kInvalidArgument, "`extract` '" + *options.extract + "' names nothing in this checkpoint");
+    }
+    if (value != impl_of(checkpoint).root) {
+      impl_of(checkpoint).root = value;
       report.extracted = *options.extract;
     }
   }
-  const std::vector<TargetDict> dicts = select_dicts(checkpoint, options.keys);
+  const std::vector<TargetDict> dicts = select_dicts(impl, options.keys);
   for (const TargetDict& d : dicts) report.dicts.push_back(d.path);
 
   // 1. strip prefixes, 2. add a prefix
   for (const TargetDict& d : dicts) {
-    for (const std::string& p : options.strip_prefixes) strip_prefix(checkpoint.graph(), *d.dict, d.path, p, report);
+    for (const std::string& p : options.strip_prefixes) strip_prefix(impl_of(checkpoint).graph, *d.dict, d.path, p, report);
     if (options.auto_strip) {
       std::string chain;
       for (std::string prefix;;) {
@@ -79,25 +82,25 @@ PassReport run_passes(Checkpoint& checkpoint, const PassOptions& options) {
         if (prefix.empty()) break;
         // One wrapper at a time, outermost first, each exactly as torch strips it.
         const std::string first = prefix.substr(0, prefix.find('.') + 1);
-        strip_prefix(checkpoint.graph(), *d.dict, d.path, first, report);
+        strip_prefix(impl_of(checkpoint).graph, *d.dict, d.path, first, report);
         chain += first;
       }
       if (!chain.empty()) {
         report.auto_stripped.push_back((d.path.empty() ? std::string("<root>") : path_to_string(d.path)) + ": " + chain);
       }
     }
-    add_prefix(checkpoint.graph(), *d.dict, d.path, options.add_prefix, report);
+    add_prefix(impl_of(checkpoint).graph, *d.dict, d.path, options.add_prefix, report);
   }
 
   // 3. remap devices: every storage, or those of the tensors in --key dicts.
   if (options.to_device || !options.device_map.empty()) {
     std::vector<size_t> storages;
     if (options.keys.empty()) {
-      for (size_t i = 0; i < checkpoint.storages().size(); ++i) storages.push_back(i);
+      for (size_t i = 0; i < impl_of(checkpoint).storages.size(); ++i) storages.push_back(i);
     } else {
       std::unordered_set<size_t> seen;
-      for (const TargetTensor& t : select_tensors(checkpoint, dicts)) {
-        const size_t s = static_cast<size_t>(checkpoint.tensors()[t.tensor].storage);
+      for (const TargetTensor& t : select_tensors(impl, dicts)) {
+        const size_t s = static_cast<size_t>(impl_of(checkpoint).tensors[t.tensor].storage);
         if (seen.insert(s).second) storages.push_back(s);
       }
     }
@@ -105,7 +108,7 @@ PassReport run_passes(Checkpoint& checkpoint, const PassOptions& options) {
   }
 
   // 4. cast
-  if (options.cast_to) plan_cast(checkpoint, select_tensors(checkpoint, dicts), options, report);
+  if (options.cast_to) plan_cast(checkpoint, select_tensors(impl, dicts), options, report);
 
   // 5. for LibTorch
   if (options.for_libtorch) make_libtorch_state_dict(checkpoint, options, report);
@@ -114,8 +117,19 @@ PassReport run_passes(Checkpoint& checkpoint, const PassOptions& options) {
 
 }  // namespace
 
+ValidPassOptions::ValidPassOptions(PassOptions options) : options_(std::move(options)) {}
+
+ValidPassOptions validate_pass_options(PassOptions options) {
+  check_pass_options(options);
+  return ValidPassOptions(std::move(options));
+}
+
+PassReport apply_passes(Checkpoint& checkpoint, const ValidPassOptions& options) {
+  return error_boundary(checkpoint.file_name(), [&] { return run_passes(checkpoint, options.options()); });
+}
+
 PassReport apply_passes(Checkpoint& checkpoint, const PassOptions& options) {
-  return error_boundary(checkpoint.file_name(), [&] { return run_passes(checkpoint, options); });
+  return apply_passes(checkpoint, validate_pass_options(options));
 }
 
 }  // namespace ckptfix

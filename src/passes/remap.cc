@@ -5,6 +5,7 @@
 #include <set>
 
 #include "ckptfix/error.h"
+#include "model/checkpoint_impl.h"
 #include "passes/passes_internal.h"
 
 namespace ckptfix {
@@ -49,7 +50,7 @@ void remap_devices(Checkpoint& checkpoint, const std::vector<size_t>& storages, 
                    PassReport& report) {
   std::map<std::string, uint64_t> moves;
   for (size_t index : storages) {
-    Storage& s = checkpoint.storages()[index];
+    Storage& s = impl_of(checkpoint).storages[index];
     std::string to = s.location;
     for (const auto& [from, target] : options.device_map) {
       if (s.location == from) {

@@ -4,6 +4,7 @@
 #include <string>
 
 #include "ckptfix/passes.h"
+#include "model/checkpoint_impl.h"
 
 namespace ckptfix {
 

@@ -28,7 +28,7 @@
 #include <string>
 #include <string_view>
 
-#include "ckptfix/value.h"
+#include "pickle/value.h"
 
 namespace ckptfix {
 

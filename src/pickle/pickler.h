@@ -20,7 +20,7 @@
 #include <functional>
 #include <string>
 
-#include "ckptfix/value.h"
+#include "pickle/value.h"
 
 namespace ckptfix {
 

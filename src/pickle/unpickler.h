@@ -28,7 +28,7 @@
 #include <string>
 
 #include "ckptfix/error.h"
-#include "ckptfix/value.h"
+#include "pickle/value.h"
 
 namespace ckptfix {
 

@@ -6,7 +6,7 @@
 #include <cstdint>
 #include <span>
 
-#include "ckptfix/checkpoint.h"
+#include "model/checkpoint_impl.h"
 #include "io/input_file.h"
 #include "zip/record_reader.h"
 

@@ -1,4 +1,5 @@
 #include "verify/torch_offsets.h"
+#include "model/checkpoint_impl.h"
 
 #include <string>
 
@@ -51,7 +52,7 @@ void check_torch_computed_offsets(const Checkpoint& checkpoint, const ZipReader&
   // Storages are in the order the pickle first uses them: torch's load order.
   uint64_t cursor = 0;  // where torch expects the next local header
   bool first = true;
-  for (const Storage& s : checkpoint.storages()) {
+  for (const Storage& s : impl_of(checkpoint).storages) {
     const std::string name = root + "data/" + s.key;
     const ZipEntry* entry = zip.find(name);
     if (entry == nullptr) continue;  // the reader has already refused this

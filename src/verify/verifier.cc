@@ -46,10 +46,10 @@ void compare_tensors(const Checkpoint& intended, const Checkpoint& back, const S
     if (want[i].path != got[i].path) {
       throw mismatch(where, "tensor position " + std::to_string(i) + " reads back as '" + path_to_string(got[i].path) + "'");
     }
-    const Tensor& a = intended.tensors()[want[i].tensor];
-    const Tensor& b = back.tensors()[got[i].tensor];
-    const Storage& sa = intended.storages()[static_cast<size_t>(a.storage)];
-    const Storage& sb = back.storages()[static_cast<size_t>(b.storage)];
+    const Tensor& a = impl_of(intended).tensors[want[i].tensor];
+    const Tensor& b = impl_of(back).tensors[got[i].tensor];
+    const Storage& sa = impl_of(intended).storages[static_cast<size_t>(a.storage)];
+    const Storage& sb = impl_of(back).storages[static_cast<size_t>(b.storage)];
     auto differ = [&](const std::string& what, const std::string& expected, const std::string& found) {
       throw mismatch(where, what + " " + expected + " expected, " + found + " found");
     };
@@ -176,7 +176,7 @@ VerifyReport verify_written_file(const std::filesystem::path& path, const Checkp
     OpenOptions reopen;
     reopen.limits = intended.read_limits();
     Checkpoint back = Checkpoint::open(path, reopen);
-    check_torch_computed_offsets(back, *back.impl().zip);
+    check_torch_computed_offsets(back, *impl_of(back).zip);
     compare_tensors(intended, back, written, report);
     report.gpu.bytes += written.readback_gpu.bytes;
     report.gpu.seconds += written.readback_gpu.seconds;
@@ -218,9 +218,9 @@ VerifyReport verify_input_file(const std::filesystem::path& path, const VerifyOp
       }
     }
     Checkpoint ck = Checkpoint::open(path, options.open);
-    if (ck.impl().zip) check_torch_computed_offsets(ck, *ck.impl().zip);
+    if (impl_of(ck).zip) check_torch_computed_offsets(ck, *impl_of(ck).zip);
     report.tensors = ck.tensor_positions().size();
-    for (const Storage& s : ck.storages()) {
+    for (const Storage& s : impl_of(ck).storages) {
       ++report.storages;
       if (!checker.gpu_enabled()) continue;
       RecordReader reader = open_storage_record(*file, s);

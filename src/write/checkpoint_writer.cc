@@ -24,7 +24,7 @@ namespace ckptfix {
 
 PickledObject pickle_checkpoint(const Checkpoint& checkpoint, bool libtorch_pickle) {
   PickledObject out;
-  const auto& storages = checkpoint.storages();
+  const auto& storages = impl_of(checkpoint).storages;
   std::vector<int64_t> output_key(storages.size(), -1);
   // Values built for persistent ids live here, apart from the input graph.
   // Reusing one Value per distinct string or class lets the pickler refer
@@ -85,7 +85,7 @@ PickledObject pickle_checkpoint(const Checkpoint& checkpoint, bool libtorch_pick
          scratch.make_int(static_cast<int64_t>(numel))});
     save(pid);
   };
-  out.bytes = pickle_protocol2(checkpoint.root(), options);
+  out.bytes = pickle_protocol2(impl_of(checkpoint).root, options);
   return out;
 }
 
@@ -97,8 +97,8 @@ SaveResult write_checkpoint(const Checkpoint& checkpoint, ByteSink& sink, const 
                                                              : std::string("archive");
   const std::string root = result.archive_root + "/";
   const PickledObject pickled = pickle_checkpoint(checkpoint, options.libtorch_pickle);
-  const auto& storages = checkpoint.storages();
-  const ArchiveStyle& style = checkpoint.impl().style;
+  const auto& storages = impl_of(checkpoint).storages;
+  const ArchiveStyle& style = impl_of(checkpoint).style;
 
   uint64_t total = 0;
   for (size_t index : pickled.storage_order) total += storages[index].output_nbytes();
@@ -134,7 +134,7 @@ SaveResult write_checkpoint(const Checkpoint& checkpoint, ByteSink& sink, const 
   uint64_t done = 0;
   // With `.format_version`, torch may compute where each storage is from its
   // own padding rule, so no page-phase padding for faster kernel copies.
-  StorageWriter writer(*checkpoint.impl().file, checkpoint.impl().file, sink, zip, readback,
+  StorageWriter writer(*impl_of(checkpoint).file, impl_of(checkpoint).file, sink, zip, readback,
                        /*page_phase=*/!style.format_version, [&](uint64_t n) {
                          done += n;
                          if (options.progress) options.progress("writing", done, total);

@@ -11,6 +11,7 @@
 #include <vector>
 
 #include "ckptfix/checkpoint.h"
+#include "model/checkpoint_impl.h"
 #include "dtype_kernels/convert.h"
 #include "io/input_file.h"
 

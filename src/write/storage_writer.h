@@ -18,6 +18,7 @@
 #include <vector>
 
 #include "ckptfix/save.h"
+#include "model/checkpoint_impl.h"
 #include "io/byte_sink.h"
 #include "io/input_file.h"
 #include "verify/byte_checker.h"

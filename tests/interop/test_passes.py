@@ -416,8 +416,8 @@ class Fix(PassTest):
 
     def test_missing_key_fails_for_that_input(self):
         proc = support.run("fix", "--strip-prefix", "--key", "nope", self.fixture("training.pt"), "-o", self.out(),
-                           check=1)
-        self.assertIn("--key 'nope' names nothing", proc.stderr)
+                           check=2)
+        self.assertIn("key path 'nope' names nothing", proc.stderr)
         self.assertFalse(os.path.exists(self.out()))
 
 

@@ -43,7 +43,7 @@ TEST_F(AtomicFileTest, UncommittedFileLeavesNothing) {
 
 TEST_F(AtomicFileTest, CommitReplacesOnlyWhenAllowed) {
   std::ofstream(dir_ / "out.pt") << "old";
-  test::expect_error([&] { AtomicFile out(dir_ / "out.pt", false); }, ErrorKind::kExists, "use --force");
+  test::expect_error([&] { AtomicFile out(dir_ / "out.pt", false); }, ErrorKind::kExists, "output exists");
   AtomicFile out(dir_ / "out.pt", true);
   out.sink().write(as_bytes("new"));
   out.commit(true);  // with fsync of the file and the directory

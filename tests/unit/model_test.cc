@@ -15,7 +15,7 @@ using test::ZipBuilder;
 
 Checkpoint open_fixture(const std::string& name) { return Checkpoint::open(test::fixture_path(name)); }
 
-const Tensor& tensor_at(const Checkpoint& ck, const std::string& path) {
+const TensorInfo& tensor_at(const Checkpoint& ck, const std::string& path) {
   for (const TensorPosition& p : ck.tensor_positions()) {
     if (path_to_string(p.path) == path) return ck.tensors()[p.tensor];
   }
@@ -24,9 +24,9 @@ const Tensor& tensor_at(const Checkpoint& ck, const std::string& path) {
 
 TEST(Model, ViewsAndTiedWeightsShareStorages) {
   Checkpoint ck = open_fixture("views_tied.pt");
-  const Tensor& base = tensor_at(ck, "base");
-  const Tensor& strided = tensor_at(ck, "strided");
-  const Tensor& transposed = tensor_at(ck, "transposed");
+  const TensorInfo& base = tensor_at(ck, "base");
+  const TensorInfo& strided = tensor_at(ck, "strided");
+  const TensorInfo& transposed = tensor_at(ck, "transposed");
   EXPECT_EQ(base.storage, strided.storage);
   EXPECT_EQ(base.storage, transposed.storage);
   EXPECT_EQ(strided.storage_offset, 4);
@@ -38,7 +38,7 @@ TEST(Model, ViewsAndTiedWeightsShareStorages) {
 TEST(Model, StateDictsAreFoundOutsideOptimizerStates) {
   Checkpoint ck = open_fixture("training.pt");
   std::vector<std::string> found;
-  for (const StateDict& sd : ck.state_dicts()) {
+  for (const StateDictInfo& sd : ck.state_dicts()) {
     if (!sd.in_optimizer) found.push_back(path_to_string(sd.path));
   }
   EXPECT_EQ(found, (std::vector<std::string>{"state_dict", "ema"}));
@@ -48,7 +48,7 @@ TEST(Model, WrapperPrefixesAreRecognisedInOrder) {
   Checkpoint ck = open_fixture("compiled_dataparallel.pt");
   const auto sds = ck.state_dicts();
   ASSERT_EQ(sds.size(), 1u);
-  const auto keys = state_dict_keys(sds[0]);
+  const auto& keys = sds[0].keys;
   EXPECT_EQ(shared_wrapper_prefix(keys), "_orig_mod.module.");
   const std::vector<std::string> not_wrapped = {"submodule.a", "submodule.b"};
   EXPECT_EQ(shared_wrapper_prefix(not_wrapped), "");
@@ -56,7 +56,7 @@ TEST(Model, WrapperPrefixesAreRecognisedInOrder) {
 
 TEST(Model, ParametersAreOneTensorWithTheirFlag) {
   Checkpoint ck = open_fixture("nested_params.pt");
-  const Tensor& p = tensor_at(ck, "dict/inner/p");
+  const TensorInfo& p = tensor_at(ck, "dict/inner/p");
   EXPECT_TRUE(p.parameter);
   EXPECT_TRUE(tensor_at(ck, "list/1").requires_grad);
   EXPECT_FALSE(tensor_at(ck, "list/1").parameter);

@@ -9,6 +9,7 @@
 
 #include "ckptfix/checkpoint.h"
 #include "ckptfix/passes.h"
+#include "model/checkpoint_impl.h"
 #include "ckptfix/save.h"
 #include "ckptfix/verify.h"
 #include "test_support.h"
@@ -49,7 +50,7 @@ TEST_F(VerifyTest, AGraphThatDiffersFromTheFileIsReported) {
   SaveOptions no_verify;
   no_verify.verify = false;
   const SaveResult result = save(ck, dir_ / "out.pt", no_verify);
-  ck.tensors()[0].stride = {1, 1, 1, 1};  // pretend the passes meant something else
+  impl_of(ck).tensors[0].stride = {1, 1, 1, 1};  // pretend the passes meant something else
   expect_error([&] { verify_written(dir_ / "out.pt", ck, result, {GpuMode::kOff}); }, ErrorKind::kVerification,
                "key 'conv.weight': stride [1,1,1,1] expected, [9,9,3,1] found");
 }

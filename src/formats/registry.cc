@@ -1,10 +1,11 @@
-// Format detection, as torch does it: a zip local header signature means the
-// zip format, anything else is tried as the legacy stream format. Files that
-// are clearly something else get a specific error with a hint.
+// The format registry, and detection as torch does it: a zip local header
+// signature means the zip format, a pickle PROTO opcode the legacy stream
+// format. Files that are clearly something else get a specific error with a
+// hint.
 #include <cstdio>
 
 #include "ckptfix/error.h"
-#include "formats/readers.h"
+#include "formats/registry.h"
 #include "io/bytes.h"
 
 namespace ckptfix {
@@ -20,19 +21,35 @@ std::string hex_head(std::span<const std::byte> bytes) {
   return out;
 }
 
+bool is_zip(std::span<const std::byte> bytes) { return looks_like_zip(bytes); }
+
+bool is_pickle(std::span<const std::byte> bytes) {
+  return !bytes.empty() && std::to_integer<uint8_t>(bytes[0]) == 0x80;  // pickle PROTO
+}
+
+constexpr FormatReader kReaders[] = {
+    {"zip", &is_zip, &read_zip_checkpoint},
+    {"legacy", &is_pickle, &read_legacy_checkpoint},
+};
+
 }  // namespace
 
-void read_any_checkpoint(Checkpoint::Impl& impl) {
+std::span<const FormatReader> format_readers() { return kReaders; }
+
+void read_any_checkpoint(CheckpointImpl& impl) {
   const auto bytes = impl.file->bytes();
   if (bytes.empty()) throw Error(ErrorKind::kNotCheckpoint, "file is empty");
   if (bytes.size() < 4 && as_chars(bytes) == std::string_view("PK\x03\x04", 4).substr(0, bytes.size())) {
     throw Error(ErrorKind::kCorrupt, "file is " + std::to_string(bytes.size()) +
                                          " bytes, the start of a zip archive; the file is truncated");
   }
-  if (looks_like_zip(bytes)) {
-    read_zip_checkpoint(impl);
-    return;
+  for (const FormatReader& format : format_readers()) {
+    if (format.recognizes(bytes)) {
+      format.read(impl);
+      return;
+    }
   }
+  // Formats recognised only to be refused with a hint.
   if (bytes.size() >= 8 && as_chars(bytes.first(8)) == "PYTORCH1") {
     throw Error(ErrorKind::kUnsupported,
                 "this is the 2018 PYTORCH1 preview format, which torch itself no longer reads; re-save it with "
@@ -42,10 +59,6 @@ void read_any_checkpoint(Checkpoint::Impl& impl) {
     throw Error(ErrorKind::kUnsupported,
                 "this is the tar checkpoint format of torch 0.1-0.3, which ckptfix does not read; load it with an "
                 "older torch and save it again with torch.save to convert it");
-  }
-  if (std::to_integer<uint8_t>(bytes[0]) == 0x80) {  // pickle PROTO: the legacy stream format
-    read_legacy_checkpoint(impl);
-    return;
   }
   if (bytes.size() >= 4 && load_le<uint32_t>(bytes.data()) == 0x06054b50) {
     throw Error(ErrorKind::kCorrupt, "zip archive without any records (empty zip)");

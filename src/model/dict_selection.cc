@@ -1,4 +1,4 @@
-#include "passes/targets.h"
+#include "model/dict_selection.h"
 
 #include <unordered_set>
 
@@ -7,11 +7,11 @@
 
 namespace ckptfix {
 
-Value* find_path(const Checkpoint& checkpoint, const std::string& path, Path* found_path) {
+Value* find_path(const CheckpointImpl& checkpoint, const std::string& path, Path* found_path) {
   std::string wanted = path;
   while (!wanted.empty() && wanted.back() == '/') wanted.pop_back();
   Value* found = nullptr;
-  walk_checkpoint(checkpoint, checkpoint.root(), [&](Value& v, const Path& here_path) {
+  walk_checkpoint(checkpoint, checkpoint.root, [&](Value& v, const Path& here_path) {
     if (found != nullptr) return false;
     const std::string here = path_to_string(here_path);
     if (here == wanted) {
@@ -25,36 +25,42 @@ Value* find_path(const Checkpoint& checkpoint, const std::string& path, Path* fo
   return found;
 }
 
-std::vector<TargetDict> select_dicts(const Checkpoint& checkpoint, const std::vector<std::string>& keys) {
+std::vector<StateDict> default_state_dicts(const CheckpointImpl& checkpoint) {
+  std::vector<StateDict> out;
+  for (StateDict& sd : checkpoint.state_dicts()) {
+    if (!sd.in_optimizer) out.push_back(std::move(sd));
+  }
+  return out;
+}
+
+std::vector<TargetDict> select_dicts(const CheckpointImpl& checkpoint, const std::vector<std::string>& keys) {
   std::vector<TargetDict> out;
   if (keys.empty()) {
-    for (const StateDict& sd : checkpoint.state_dicts()) {
-      if (!sd.in_optimizer) out.push_back({sd.path, sd.dict});
-    }
+    for (const StateDict& sd : default_state_dicts(checkpoint)) out.push_back({sd.path, sd.dict});
     return out;
   }
   for (const std::string& key : keys) {
     Path found_path;
     Value* found = find_path(checkpoint, key, &found_path);
     if (found == nullptr) {
-      throw Error(ErrorKind::kConflict, "--key '" + key + "' names nothing in this checkpoint");
+      throw Error(ErrorKind::kInvalidArgument, "key path '" + key + "' names nothing in this checkpoint");
     }
     if (!is_dict_like(*found)) {
-      throw Error(ErrorKind::kConflict, "--key '" + key + "' names a value that is not a dict");
+      throw Error(ErrorKind::kInvalidArgument, "key path '" + key + "' names a value that is not a dict");
     }
     out.push_back({found_path, found});
   }
   return out;
 }
 
-std::vector<TargetTensor> select_tensors(const Checkpoint& checkpoint, const std::vector<TargetDict>& dicts) {
+std::vector<TargetTensor> select_tensors(const CheckpointImpl& checkpoint, const std::vector<TargetDict>& dicts) {
   std::vector<TargetTensor> out;
   std::unordered_set<size_t> seen;
   for (const TargetDict& d : dicts) {
     walk_checkpoint(checkpoint, d.dict, [&](Value& v, const Path& path) {
       const Tensor* t = checkpoint.tensor_of(&v);
       if (t == nullptr) return true;
-      const size_t index = static_cast<size_t>(t - checkpoint.tensors().data());
+      const size_t index = static_cast<size_t>(t - checkpoint.tensors.data());
       if (seen.insert(index).second) {
         Path full = d.path;
         full.insert(full.end(), path.begin(), path.end());
@@ -67,7 +73,7 @@ std::vector<TargetTensor> select_tensors(const Checkpoint& checkpoint, const std
 }
 
 std::vector<std::string> tensor_names(const Checkpoint& checkpoint) {
-  std::vector<std::string> names(checkpoint.tensors().size());
+  std::vector<std::string> names(impl_of(checkpoint).tensors.size());
   for (const TensorPosition& p : checkpoint.tensor_positions()) {
     if (names[p.tensor].empty()) names[p.tensor] = p.path.empty() ? "<root>" : path_to_string(p.path);
   }

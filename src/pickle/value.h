@@ -20,6 +20,8 @@
 #include <utility>
 #include <vector>
 
+#include "ckptfix/globals.h"
+
 namespace ckptfix {
 
 enum class ValueKind : uint8_t {
@@ -143,28 +145,6 @@ struct Value {
     return *parts_;
   }
   std::unique_ptr<ValueParts> parts_;
-};
-
-/// How a global a pickle names is judged (docs/format.md, "Globals").
-enum class GlobalKind : uint8_t {
-  kWeightsOnly,  ///< on torch 2.14's default weights_only allowlist
-  kData,         ///< known data: builds a value, can neither run code nor touch files
-  kUnknown,      ///< anything else that is not a known gadget (a project's own classes)
-  kGadget,       ///< a known code, command, import, file or network primitive: refused
-};
-
-/// A set of pickle opcodes (one bit per byte value): which opcodes a pickle used.
-class OpcodeSet {
- public:
-  void insert(uint8_t code) { bits_[code >> 6] |= uint64_t{1} << (code & 63); }
-  bool contains(uint8_t code) const { return (bits_[code >> 6] >> (code & 63)) & 1; }
-  OpcodeSet& operator|=(const OpcodeSet& other) {
-    for (size_t i = 0; i < 4; ++i) bits_[i] |= other.bits_[i];
-    return *this;
-  }
-
- private:
-  uint64_t bits_[4] = {};
 };
 
 /// Owns every Value of one pickle. Addresses stay valid for its lifetime.

@@ -1,0 +1,72 @@
+// Checking a checkpoint against rules, for CI gates and pre-commit hooks:
+// the file opens (sound structure, no known gadget), the default torch.load
+// of torch >= 2.6 (weights_only=True) would load it, and optional rules on
+// devices, key prefixes, dtypes and CRCs. Nothing is written.
+#pragma once
+
+#include <filesystem>
+#include <optional>
+#include <string>
+#include <vector>
+
+#include "ckptfix/checkpoint.h"
+#include "ckptfix/dtype.h"
+#include "ckptfix/verify.h"
+#include "ckptfix/weights_only.h"
+
+namespace ckptfix {
+
+/// The rules. Empty fields add no rule.
+struct CheckOptions {
+  /// Globals outside torch's weights_only allowlist that are trusted anyway
+  /// (fnmatch globs on "module.name", e.g. "mypkg.*"). Known gadgets never
+  /// open, whatever these say.
+  std::vector<std::string> allow_globals;
+  /// Every storage must be saved on this device ("cpu").
+  std::string device;
+  /// No key of the checked dicts may start with one of these.
+  std::vector<std::string> no_prefixes;
+  /// Every floating tensor of the checked dicts must have one of these types.
+  std::vector<DType> dtypes;
+  /// The dicts to check ('/'-separated paths); empty: the state dicts
+  /// outside optimizer states (the rules of passes.h).
+  std::vector<std::string> keys;
+  /// Every record's CRC-32 must match (the whole file is read).
+  bool crc = false;
+  /// How the file is opened (limits).
+  OpenOptions open;
+  /// Progress of the CRC pass: (phase, bytes done, bytes total).
+  ProgressCallback progress;
+};
+
+/// One rule a file breaks.
+struct CheckViolation {
+  std::string where;  ///< "global 'numpy.dtype'", "key 'fc.weight'", "opcode FRAME", a record, or "structure"
+  std::string what;   ///< "is outside the weights_only allowlist of torch.load (known data)"
+};
+
+/// What check_file found.
+struct CheckReport {
+  /// Every rule broken, in the order the rules are listed above.
+  std::vector<CheckViolation> violations;
+  /// What the default torch.load would do (none when the CRC rule stopped
+  /// the check before the file was opened).
+  std::optional<WeightsOnlyVerdict> weights_only;
+  /// True when nothing was found.
+  bool passed() const { return violations.empty(); }
+};
+
+/// Checks that nothing in `options` can make invalid for any file (empty
+/// globs and prefixes, the device string). Throws Error(kInvalidArgument)
+/// naming the field in backquotes.
+void validate_check_options(const CheckOptions& options);
+
+/// Checks `file`. A file that does not open (damaged, dangerous, not a
+/// checkpoint) throws the error Checkpoint::open throws, except for a damaged
+/// record found by the CRC rule, which is reported as a violation.
+CheckReport check_file(const std::filesystem::path& file, const CheckOptions& options);
+
+/// Human words for a global's kind ("known data", "unknown: may run its own code when loaded").
+std::string_view global_kind_description(GlobalKind kind);
+
+}  // namespace ckptfix

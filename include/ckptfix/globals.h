@@ -1,0 +1,35 @@
+// The globals and opcodes a pickle uses, and how ckptfix judges a global
+// (docs/format.md, "Globals"; docs/security.md).
+#pragma once
+
+#include <cstddef>
+#include <cstdint>
+
+namespace ckptfix {
+
+/// How a global a pickle names is judged.
+enum class GlobalKind : uint8_t {
+  kWeightsOnly,  ///< on torch 2.14's default weights_only allowlist
+  kData,         ///< known data: builds a value, can neither run code nor touch files
+  kUnknown,      ///< anything else that is not a known gadget (a project's own classes)
+  kGadget,       ///< a known code, command, import, file or network primitive: refused
+};
+
+/// A set of pickle opcodes (one bit per byte value): which opcodes a pickle used.
+class OpcodeSet {
+ public:
+  /// Adds the opcode `code`.
+  void insert(uint8_t code) { bits_[code >> 6] |= uint64_t{1} << (code & 63); }
+  /// Whether the opcode `code` is in the set.
+  bool contains(uint8_t code) const { return (bits_[code >> 6] >> (code & 63)) & 1; }
+  /// Adds every opcode of `other`.
+  OpcodeSet& operator|=(const OpcodeSet& other) {
+    for (size_t i = 0; i < 4; ++i) bits_[i] |= other.bits_[i];
+    return *this;
+  }
+
+ private:
+  uint64_t bits_[4] = {};
+};
+
+}  // namespace ckptfix

@@ -1,0 +1,130 @@
+// check_file: the rules of include/ckptfix/check.h.
+#include "ckptfix/check.h"
+
+#include <algorithm>
+
+#include "ckptfix/error.h"
+#include "ckptfix/passes.h"
+#include "error_boundary.h"
+#include "model/checkpoint_impl.h"
+#include "model/dict_selection.h"
+
+namespace ckptfix {
+namespace {
+
+std::string comma_list(const std::vector<std::string>& items) {
+  std::string s;
+  for (size_t i = 0; i < items.size(); ++i) s += (i ? ", " : "") + items[i];
+  return s;
+}
+
+bool trusted(const std::vector<std::string>& patterns, const std::string& global) {
+  return std::any_of(patterns.begin(), patterns.end(), [&](const std::string& p) { return glob_match(p, global); });
+}
+
+// What the default torch.load refuses, less the globals the project trusts.
+void check_weights_only(const CheckOptions& options, const Checkpoint& ck, const WeightsOnlyVerdict& verdict,
+                        std::vector<CheckViolation>& found) {
+  for (const GlobalRef& g : ck.globals()) {
+    if (g.weights_only() || trusted(options.allow_globals, g.dotted())) continue;
+    found.push_back({"global '" + g.dotted() + "'", "is outside the weights_only allowlist of torch.load (" +
+                                                       std::string(global_kind_description(g.kind)) + ")"});
+  }
+  for (const std::string& opcode : verdict.opcodes) {
+    found.push_back({"opcode " + opcode,
+                     "is outside the pickle opcodes torch.load reads with weights_only (ckptfix convert re-writes "
+                     "the pickle at protocol 2)"});
+  }
+}
+
+void check_devices(const CheckOptions& options, const Checkpoint& ck, std::vector<CheckViolation>& found) {
+  const std::vector<std::string> names = tensor_names(ck);
+  std::vector<std::string> first_key(ck.storages().size());
+  for (size_t i = 0; i < ck.tensors().size(); ++i) {
+    std::string& k = first_key[static_cast<size_t>(ck.tensors()[i].storage)];
+    if (k.empty()) k = names[i];
+  }
+  for (size_t i = 0; i < ck.storages().size(); ++i) {
+    const StorageInfo& s = ck.storages()[i];
+    if (s.location == options.device) continue;
+    found.push_back({first_key[i].empty() ? "storage '" + s.key + "'" : "key '" + first_key[i] + "'",
+                     "saved on '" + s.location + "', not '" + options.device + "'"});
+  }
+}
+
+void check_dicts(const CheckOptions& options, const Checkpoint& ck, std::vector<CheckViolation>& found) {
+  const CheckpointImpl& impl = impl_of(ck);
+  const std::vector<TargetDict> dicts = select_dicts(impl, options.keys);
+  for (const std::string& prefix : options.no_prefixes) {
+    for (const TargetDict& d : dicts) {
+      for (const auto& [k, v] : d.dict->entries()) {
+        if (!k->is_str() || k->text.compare(0, prefix.size(), prefix) != 0) continue;
+        Path path = d.path;
+        path.push_back(k->text);
+        found.push_back({"key '" + path_to_string(path) + "'", "starts with '" + prefix + "'"});
+      }
+    }
+  }
+  if (options.dtypes.empty()) return;
+  std::vector<std::string> allowed_names;
+  for (DType d : options.dtypes) allowed_names.emplace_back(dtype_name(d));
+  for (const TargetTensor& t : select_tensors(impl, dicts)) {
+    const DType dtype = impl.tensors[t.tensor].dtype;
+    if (!is_floating(dtype) || std::find(options.dtypes.begin(), options.dtypes.end(), dtype) != options.dtypes.end()) {
+      continue;
+    }
+    found.push_back({"key '" + t.where + "'", "is " + std::string(dtype_name(dtype)) + ", allowed: " +
+                                                  comma_list(allowed_names)});
+  }
+}
+
+}  // namespace
+
+void validate_check_options(const CheckOptions& options) {
+  for (const std::string& g : options.allow_globals) {
+    if (g.empty()) throw Error(ErrorKind::kInvalidArgument, "`allow_globals` needs a non-empty pattern");
+  }
+  for (const std::string& p : options.no_prefixes) {
+    if (p.empty()) throw Error(ErrorKind::kInvalidArgument, "`no_prefixes` needs a non-empty prefix");
+  }
+  if (!options.device.empty()) validate_device(options.device);
+}
+
+CheckReport check_file(const std::filesystem::path& file, const CheckOptions& options) {
+  CheckReport report;
+  if (options.crc) {
+    // verify_file checks every record's CRC-32 before anything else.
+    VerifyOptions verify;
+    verify.gpu = GpuMode::kOff;
+    verify.open = options.open;
+    verify.progress = options.progress;
+    try {
+      verify_file(file, verify);
+    } catch (const Error& e) {
+      if (e.kind() != ErrorKind::kCorrupt || e.location().empty()) throw;
+      report.violations.push_back({e.location(), e.message()});
+      return report;
+    }
+  }
+  // Opening is the first check: a sound structure, no known gadget.
+  Checkpoint ck = Checkpoint::open(file, options.open);
+  return error_boundary(ck.file_name(), [&] {
+    report.weights_only = weights_only_verdict(ck);
+    check_weights_only(options, ck, *report.weights_only, report.violations);
+    if (!options.device.empty()) check_devices(options, ck, report.violations);
+    check_dicts(options, ck, report.violations);
+    return report;
+  });
+}
+
+std::string_view global_kind_description(GlobalKind kind) {
+  switch (kind) {
+    case GlobalKind::kWeightsOnly: return "weights_only allowlist";
+    case GlobalKind::kData: return "known data";
+    case GlobalKind::kUnknown: return "unknown: may run its own code when loaded";
+    case GlobalKind::kGadget: return "gadget";
+  }
+  return "unknown";
+}
+
+}  // namespace ckptfix

@@ -1,0 +1,38 @@
+// Checkpoint::open and Checkpoint::from_bytes: the entry from bytes to the
+// model, through the format registry. They live with the formats so that
+// model/ knows nothing of any file format.
+#include "ckptfix/checkpoint.h"
+#include "ckptfix/error.h"
+#include "error_boundary.h"
+#include "formats/registry.h"
+#include "model/checkpoint_impl.h"
+#include "model/torch_objects.h"
+
+namespace ckptfix {
+
+namespace {
+
+Checkpoint open_input(std::shared_ptr<const InputFile> file, const OpenOptions& options) {
+  auto impl = std::make_unique<CheckpointImpl>();
+  impl->file = std::move(file);
+  impl->limits = options.limits;
+  const std::string name = impl->file->name();  // a copy: impl goes into the Checkpoint, which may not survive
+  return error_boundary(name, [&] {
+    read_any_checkpoint(*impl);
+    Checkpoint checkpoint = CheckpointAccess::adopt(std::move(impl));
+    validate_tensor_views(checkpoint);
+    return checkpoint;
+  });
+}
+
+}  // namespace
+
+Checkpoint Checkpoint::open(const std::filesystem::path& path, const OpenOptions& options) {
+  return open_input(error_boundary(path.string(), [&] { return InputFile::open(path); }), options);
+}
+
+Checkpoint Checkpoint::from_bytes(std::string bytes, std::string name, const OpenOptions& options) {
+  return open_input(InputFile::from_memory(std::move(bytes), std::move(name)), options);
+}
+
+}  // namespace ckptfix

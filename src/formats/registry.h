@@ -1,0 +1,44 @@
+// The formats ckptfix reads, registered in one place.
+//
+// A format is a reader: a test of the file's first bytes and a function that
+// fills a CheckpointImpl (the model) from the whole file. open() tries them
+// in order and uses the first that recognises the file; files recognised as
+// a format ckptfix does not read get a specific error with a hint. Adding a
+// format means a new folder beside zip/ and legacy/ code and one line in
+// format_readers() (registry.cc); the passes, the writer and the CLI work on
+// the model and need no change.
+#pragma once
+
+#include <cstddef>
+#include <span>
+#include <string_view>
+
+#include "model/checkpoint_impl.h"
+
+namespace ckptfix {
+
+struct FormatReader {
+  std::string_view name;  ///< "zip", "legacy", ... (for messages and docs)
+  /// Whether the file, whose bytes are `file`, is in this format. Cheap: it
+  /// looks at signatures only.
+  bool (*recognizes)(std::span<const std::byte> file);
+  /// Reads the whole file into `impl` (whose `file` and `limits` are set),
+  /// or throws Error naming what is wrong.
+  void (*read)(CheckpointImpl& impl);
+};
+
+/// Every format, in the order open() tries them.
+std::span<const FormatReader> format_readers();
+
+/// torch >= 1.6 zip checkpoints (formats/zip_format.cc).
+void read_zip_checkpoint(CheckpointImpl& impl);
+
+/// torch < 1.6 stream checkpoints: five pickles, then raw storage data
+/// (formats/legacy_format.cc).
+void read_legacy_checkpoint(CheckpointImpl& impl);
+
+/// Finds the file's format in the registry and reads it; refuses TorchScript
+/// archives, the tar format and files that are not checkpoints with a hint.
+void read_any_checkpoint(CheckpointImpl& impl);
+
+}  // namespace ckptfix
