@@ -11,7 +11,7 @@
 #include "model/checkpoint_impl.h"
 #include "error_boundary.h"
 #include "io/input_file.h"
-#include "storage/storage_reader.h"
+#include "bytes/storage_reader.h"
 #include "verify/byte_checker.h"
 #include "verify/gpu.h"
 #include "verify/torch_offsets.h"

@@ -13,9 +13,8 @@
 #include "io/mapped_window.h"
 #include "model/checkpoint_impl.h"
 #include "pickle/pickler.h"
-#include "storage/storage_reader.h"
 #include "verify/byte_checker.h"
-#include "write/storage_writer.h"
+#include "bytes/storage_pipeline.h"
 #include "zip/crc32.h"
 #include "zip/serialization_id.h"
 #include "zip/zip_writer.h"
@@ -114,15 +113,14 @@ SaveResult write_checkpoint(const Checkpoint& checkpoint, ByteSink& sink, const 
   }
 
   ZipWriter zip(sink, style.storage_alignment);
-  struct Expected {
-    uint64_t hash;
-    bool has_hash;
-    bool read_back;
+  // Each record goes into the result as soon as it is complete, with the
+  // bytes it is expected to hold.
+  auto record = [&](const WrittenRecord& r, std::optional<uint64_t> hash, bool read_back) {
+    result.records.push_back({r.name, r.data_offset, r.size, r.crc32, hash.value_or(0), hash.has_value(), read_back});
   };
-  std::vector<Expected> expected;  // per record, in record order
   auto add_small = [&](const std::string& name, std::string_view bytes) {
     zip.add(root + name, as_bytes(bytes));
-    expected.push_back({XXH3_64bits(bytes.data(), bytes.size()), true, false});
+    record(zip.records().back(), XXH3_64bits(bytes.data(), bytes.size()), false);
   };
   add_small("data.pkl", pickled.bytes);
   if (style.format_version) {
@@ -134,11 +132,11 @@ SaveResult write_checkpoint(const Checkpoint& checkpoint, ByteSink& sink, const 
   uint64_t done = 0;
   // With `.format_version`, torch may compute where each storage is from its
   // own padding rule, so no page-phase padding for faster kernel copies.
-  StorageWriter writer(*checkpoint.impl().file, checkpoint.impl().file, sink, zip, readback,
-                       /*page_phase=*/!style.format_version, [&](uint64_t n) {
-                         done += n;
-                         if (options.progress) options.progress("writing", done, total);
-                       });
+  StoragePipeline pipeline(*checkpoint.impl().file, sink, zip, readback,
+                           /*page_phase=*/!style.format_version, [&](uint64_t n) {
+                             done += n;
+                             if (options.progress) options.progress("writing", done, total);
+                           });
   for (size_t key : record_keys) {
     const size_t index = pickled.storage_order[key];
     WrittenStorage written;
@@ -146,20 +144,20 @@ SaveResult write_checkpoint(const Checkpoint& checkpoint, ByteSink& sink, const 
     written.key = std::to_string(key);
     written.record = root + "data/" + written.key;
     written.nbytes = storages[index].output_nbytes();
-    writer.write(storages[index], written);
-    expected.push_back({written.hash, written.has_hash, writer.reads_back(written)});
+    const PipedRecord piped = pipeline.write(storages[index], written.record);
+    written.crc32 = piped.record.crc32;
+    written.hash = piped.hash.value_or(0);
+    written.has_hash = piped.hash.has_value();
+    written.overflowed = piped.stats.overflowed;
+    written.flushed = piped.stats.flushed;
+    record(piped.record, piped.hash, piped.read_back);
     result.storages.push_back(std::move(written));
   }
   add_small("version", "3\n");
   if (style.serialization_id) add_small(".data/serialization_id", torch_serialization_id(zip.records(), root));
   zip.finish();
-  writer.finish();
+  pipeline.finish();
 
-  for (size_t i = 0; i < zip.records().size(); ++i) {
-    const WrittenRecord& r = zip.records()[i];
-    result.records.push_back({r.name, r.data_offset, r.size, r.crc32, expected[i].hash, expected[i].has_hash,
-                              expected[i].read_back});
-  }
   result.bytes = sink.position();
   return result;
 }
