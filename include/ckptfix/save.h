@@ -30,7 +30,7 @@ struct SaveOptions {
   /// with PassOptions::for_libtorch.
   bool libtorch_pickle = false;
   /// Verify the finished temporary file before it replaces anything
-  /// (see verify.h). Off only on request (--no-verify).
+  /// (see verify.h). Off only on request.
   bool verify = true;
   VerifyOptions verify_options;
 

@@ -14,6 +14,7 @@
 #include "model/checkpoint_impl.h"
 #include "pickle/pickler.h"
 #include "verify/byte_checker.h"
+#include "verify/verify_written.h"
 #include "bytes/storage_pipeline.h"
 #include "zip/crc32.h"
 #include "zip/serialization_id.h"

@@ -164,7 +164,7 @@ class Verify(unittest.TestCase):
         if gpu["status"] == "skipped":
             # No usable GPU here: require must fail cleanly and write nothing.
             proc = support.run("verify", "--gpu", "require", support.fixture("cuda0.pt"), check=1)
-            self.assertIn("GPU round trip required (--gpu require) but it cannot run", proc.stderr)
+            self.assertIn("GPU round trip required but it cannot run", proc.stderr)
             out = os.path.join(self.tmp, "out.pt")
             proc = support.run("convert", "--gpu", "require", support.fixture("cuda0.pt"), "-o", out, check=1)
             self.assertIn(gpu["reason"], proc.stderr)

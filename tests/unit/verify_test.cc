@@ -13,6 +13,7 @@
 #include "ckptfix/verify.h"
 #include "test_support.h"
 #include "verify/gpu.h"
+#include "verify/verify_written.h"
 
 namespace ckptfix {
 namespace {
@@ -41,7 +42,7 @@ TEST_F(VerifyTest, AWriteVerifiesAgainstWhatWasIntended) {
   ASSERT_TRUE(result.verification.has_value());
   EXPECT_EQ(result.verification->records, result.records.size());
   EXPECT_EQ(result.verification->tensors, ck.tensor_positions().size());
-  EXPECT_EQ(result.verification->gpu.status, "off");
+  EXPECT_EQ(result.verification->gpu.status, GpuReport::Status::kOff);
 }
 
 TEST_F(VerifyTest, AGraphThatDiffersFromTheFileIsReported) {
@@ -69,11 +70,12 @@ TEST_F(VerifyTest, NoDevicePathIsReportedNotFaked) {
   if (status.usable) GTEST_SKIP() << "a CUDA device is usable here: " << status.device;
   EXPECT_FALSE(status.reason.empty());
   const VerifyReport report = verify_file(test::fixture_path("cuda0.pt"), {GpuMode::kAuto});
-  EXPECT_EQ(report.gpu.status, "skipped");
+  EXPECT_EQ(report.gpu.status, GpuReport::Status::kSkipped);
+  EXPECT_EQ(gpu_status_name(report.gpu.status), "skipped");
   EXPECT_EQ(report.gpu.reason, status.reason);
   EXPECT_EQ(report.gpu.bytes, 0u);
   expect_error([] { verify_file(test::fixture_path("cuda0.pt"), {GpuMode::kRequire}); }, ErrorKind::kGpu,
-               "GPU round trip required (--gpu require) but it cannot run");
+               "GPU round trip required but it cannot run");
   expect_error([] { GpuRoundTrip roundtrip(1024); }, ErrorKind::kGpu, status.reason);
 }
 
