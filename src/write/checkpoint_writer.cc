@@ -15,6 +15,7 @@
 #include "pickle/pickler.h"
 #include "verify/byte_checker.h"
 #include "verify/verify_written.h"
+#include "write/save_seams.h"
 #include "bytes/storage_pipeline.h"
 #include "zip/crc32.h"
 #include "zip/serialization_id.h"
@@ -165,64 +166,25 @@ SaveResult write_checkpoint(const Checkpoint& checkpoint, ByteSink& sink, const 
 
 namespace {
 
-// Fault injection: a sink that fails after a given number of bytes.
-class FailingSink final : public ByteSink {
- public:
-  FailingSink(ByteSink& inner, uint64_t limit) : inner_(inner), limit_(limit) {}
-  void write(std::span<const std::byte> data) override {
-    if (inner_.position() + data.size() > limit_) {
-      throw Error(ErrorKind::kIo, "write failed: injected fault after " + std::to_string(limit_) + " bytes");
-    }
-    inner_.write(data);
-  }
-  uint64_t position() const override { return inner_.position(); }
-  void flush() override { inner_.flush(); }
-
- private:
-  ByteSink& inner_;
-  uint64_t limit_;
-};
-
-void corrupt_first_storage(const std::filesystem::path& file, const SaveResult& result) {
-  for (const SaveResult::Record& r : result.records) {
-    if (r.name.find("/data/") == std::string::npos || r.size == 0) continue;
-    std::FILE* f = std::fopen(file.c_str(), "r+b");
-    if (f == nullptr) return;
-    const long at = static_cast<long>(r.data_offset + r.size / 2);
-    std::fseek(f, at, SEEK_SET);
-    const int c = std::fgetc(f);
-    std::fseek(f, at, SEEK_SET);
-    std::fputc(c ^ 0x01, f);
-    std::fclose(f);
-    return;
-  }
-}
-
-}  // namespace
-
-namespace {
-
-SaveResult save_verified(const Checkpoint& checkpoint, const std::filesystem::path& path, const SaveOptions& options) {
+SaveResult save_verified(const Checkpoint& checkpoint, const std::filesystem::path& path, const SaveOptions& options,
+                         const SaveSeams& seams) {
   if (options.verify) require_gpu_if_asked(options.verify_options.gpu);  // before writing anything
   AtomicFile out(path, options.overwrite);
   SaveResult result;
   try {
-    std::unique_ptr<FailingSink> failing;
-    ByteSink* sink = &out.sink();
-    if (options.test_fail_write_after >= 0) {
-      failing = std::make_unique<FailingSink>(out.sink(), static_cast<uint64_t>(options.test_fail_write_after));
-      sink = failing.get();
-    }
+    std::unique_ptr<ByteSink> wrapped;
+    if (seams.wrap_sink) wrapped = seams.wrap_sink(out.sink());
+    ByteSink& sink = wrapped ? *wrapped : out.sink();
     // Storage records are read back as they are finished (overlapping the
-    // writing), except when a test corrupts the file after the fact.
+    // writing), unless a test changes the file before the final verification.
     std::unique_ptr<ReadBack> readback;
-    if (options.verify && !options.test_corrupt_before_verify) {
+    if (options.verify && !seams.before_verify) {
       readback = std::make_unique<ReadBack>(out.temp_path().string(), options.verify_options.gpu);
     }
-    result = write_checkpoint(checkpoint, *sink, options, readback.get());
+    result = write_checkpoint(checkpoint, sink, options, readback.get());
     if (readback) result.readback_gpu = readback->gpu();
     out.flush();
-    if (options.test_corrupt_before_verify) corrupt_first_storage(out.temp_path(), result);
+    if (seams.before_verify) seams.before_verify(out.temp_path(), result);
     if (options.verify) {
       VerifyOptions verify_options = options.verify_options;
       if (!verify_options.progress) verify_options.progress = options.progress;
@@ -242,8 +204,13 @@ SaveResult save_verified(const Checkpoint& checkpoint, const std::filesystem::pa
 
 }  // namespace
 
+SaveResult save_with_seams(const Checkpoint& checkpoint, const std::filesystem::path& path, const SaveOptions& options,
+                           const SaveSeams& seams) {
+  return error_boundary(path.string(), [&] { return save_verified(checkpoint, path, options, seams); });
+}
+
 SaveResult save(const Checkpoint& checkpoint, const std::filesystem::path& path, const SaveOptions& options) {
-  return error_boundary(path.string(), [&] { return save_verified(checkpoint, path, options); });
+  return save_with_seams(checkpoint, path, options, {});
 }
 
 }  // namespace ckptfix

@@ -14,6 +14,7 @@
 #include "test_support.h"
 #include "verify/gpu.h"
 #include "verify/verify_written.h"
+#include "write/fault_injection.h"
 
 namespace ckptfix {
 namespace {
@@ -59,10 +60,20 @@ TEST_F(VerifyTest, ADamagedRecordIsNamed) {
   Checkpoint ck = Checkpoint::open(test::fixture_path("plain_state_dict.pt"));
   SaveOptions options;
   options.verify_options.gpu = GpuMode::kOff;
-  options.test_corrupt_before_verify = true;
-  expect_error([&] { save(ck, dir_ / "out.pt", options); }, ErrorKind::kVerification,
+  expect_error([&] { save_with_seams(ck, dir_ / "out.pt", options, fault_seams("corrupt-before-verify")); },
+               ErrorKind::kVerification,
                "plain_state_dict/data/0: the bytes read back have CRC-32");
   EXPECT_TRUE(fs::is_empty(dir_));
+}
+
+TEST_F(VerifyTest, AWriteFailingPartWayLeavesNothing) {
+  Checkpoint ck = Checkpoint::open(test::fixture_path("plain_state_dict.pt"));
+  for (const char* fault : {"write-fails-after:0", "write-fails-after:100", "write-fails-after:3000"}) {
+    expect_error([&] { save_with_seams(ck, dir_ / "out.pt", {}, fault_seams(fault)); }, ErrorKind::kIo,
+                 "injected fault");
+    EXPECT_TRUE(fs::is_empty(dir_)) << fault;
+  }
+  expect_error([] { fault_seams("sometimes"); }, ErrorKind::kInvalidArgument, "not a known fault");
 }
 
 TEST_F(VerifyTest, NoDevicePathIsReportedNotFaked) {
