@@ -30,15 +30,9 @@ struct SaveOptions {
   /// with PassOptions::for_libtorch.
   bool libtorch_pickle = false;
   /// Verify the finished temporary file before it replaces anything
-  /// (see verify.h). Off only on request (--no-verify).
+  /// (see verify.h). Off only on request.
   bool verify = true;
   VerifyOptions verify_options;
-
-  /// Fault injection for tests: make writing fail after this many bytes.
-  int64_t test_fail_write_after = -1;
-  /// Fault injection for tests: flip a byte of the finished temporary file
-  /// (in its first storage record) before verification.
-  bool test_corrupt_before_verify = false;
 };
 
 /// One storage as written: where it went and what it holds.

@@ -1,13 +1,13 @@
 // Verification: proving a checkpoint file holds what it should.
 //
-// Two entry points:
-//  * verify_written() runs on every file ckptfix writes, on the finished
+//  * save() (save.h) verifies every file it writes, on the finished
 //    temporary file, before it may replace anything: the archive is re-read
 //    (records, offsets, 64-byte alignment, CRC-32s), the pickle is re-parsed
 //    and its tensors compared with what the passes intended (keys, dtypes,
 //    shapes, strides, offsets, devices, sharing), and every storage's bytes
 //    are hashed (XXH3-64) and compared with the hash of the bytes the writer
 //    meant to write (the source bytes, converted where a cast asked for it).
+//    Its report is SaveResult::verification.
 //  * verify_file() checks a checkpoint on its own: structure, every record's
 //    CRC-32, a safe parse of the pickle, every tensor view inside its
 //    storage, every storage record of the right size.
@@ -26,8 +26,6 @@
 
 namespace ckptfix {
 
-struct SaveResult;
-
 /// Whether to run the GPU round trip.
 enum class GpuMode {
   kAuto,     ///< when a CUDA device is usable; otherwise report why it was skipped
@@ -44,23 +42,31 @@ using ProgressCallback = std::function<void(std::string_view phase, uint64_t don
 struct VerifyOptions {
   GpuMode gpu = GpuMode::kAuto;
   ProgressCallback progress;  ///< phase "verifying"
-  /// How verify_file opens the file (its limits). verify_written re-opens a
-  /// written file with the limits the intended checkpoint was opened with.
+  /// How verify_file opens the file (its limits). save() re-opens a written
+  /// file with the limits the intended checkpoint was opened with.
   OpenOptions open;
 };
 
 /// What the GPU round trip did.
 struct GpuReport {
-  std::string status = "off";  ///< "ok", "skipped", "off"
+  enum class Status {
+    kOk,       ///< it ran
+    kSkipped,  ///< GpuMode::kAuto and no usable device (see reason)
+    kOff,      ///< GpuMode::kOff
+  };
+  Status status = Status::kOff;
   std::string reason;          ///< why it was skipped
   std::string device;          ///< e.g. "NVIDIA A100 (cuda:0)"
   uint64_t bytes = 0;          ///< bytes copied to the device (and back)
   double seconds = 0;
 };
 
+/// "ok", "skipped" or "off", as reports print a GpuReport::Status.
+std::string_view gpu_status_name(GpuReport::Status status);
+
 /// What was verified.
 struct VerifyReport {
-  bool written = false;             ///< verify_written (true) or verify_file (false)
+  bool written = false;             ///< a file save() wrote (true) or verify_file (false)
   bool zip = true;                  ///< false for legacy files (which have no CRCs)
   uint64_t records = 0;             ///< zip records read back
   uint64_t records_crc_checked = 0; ///< ... whose CRC-32 was recomputed and matched
@@ -76,17 +82,13 @@ struct VerifyReport {
   std::string summary() const;
 };
 
-/// Checks a written file against what was meant to be written. Throws
-/// Error(kVerification) saying what differed (record, key, expected vs
-/// found), or Error(kGpu) when the GPU round trip is required but cannot run.
-VerifyReport verify_written(const std::filesystem::path& file, const Checkpoint& intended, const SaveResult& written,
-                            const VerifyOptions& options = {});
-
 /// Checks a checkpoint on its own. Throws Error(kCorrupt) naming the damaged
-/// record or structure, or the errors Checkpoint::open throws.
+/// record or structure, the errors Checkpoint::open throws, or Error(kGpu)
+/// when the GPU round trip is required (GpuMode::kRequire) but cannot run.
 VerifyReport verify_file(const std::filesystem::path& file, const VerifyOptions& options = {});
 
-/// Fails early (Error kGpu) when `mode` is kRequire and no CUDA device is usable.
+/// Fails early (Error kGpu) when `mode` is kRequire and no CUDA device is
+/// usable: what verify_file and save() do before reading or writing anything.
 void require_gpu_if_asked(GpuMode mode);
 
 }  // namespace ckptfix

@@ -160,9 +160,9 @@ nlohmann::json verification_json(const SaveResult& saved) {
 }
 
 nlohmann::json gpu_json(const GpuReport& gpu) {
-  nlohmann::json out = {{"status", gpu.status}};
+  nlohmann::json out = {{"status", gpu_status_name(gpu.status)}};
   if (!gpu.reason.empty()) out["reason"] = gpu.reason;
-  if (gpu.status == "ok") {
+  if (gpu.status == GpuReport::Status::kOk) {
     out["device"] = gpu.device;
     out["bytes"] = gpu.bytes;
     out["seconds"] = gpu.seconds;

@@ -14,6 +14,10 @@
 #include "ckptfix/save.h"
 #include "ckptfix/verify.h"
 #include "cli/report.h"
+#include "write/save_seams.h"
+#ifdef CKPTFIX_FAULT_INJECTION
+#include "write/fault_injection.h"
+#endif
 
 namespace ckptfix::cli {
 namespace {
@@ -149,21 +153,19 @@ std::string unknown_globals_warning(const std::vector<std::string>& names) {
          "): loading the output with weights_only=False runs their code, so it is only as trustworthy as the input";
 }
 
-// Fault injection for the tests (docs/cli.md): CKPTFIX_TEST_FAULT=write-fails-after:N
-// or corrupt-before-verify.
-void apply_test_faults(SaveOptions& options) {
+#ifdef CKPTFIX_FAULT_INJECTION
+// Only in the test-only build ckptfix_fault_injection (docs/testing.md): the
+// fault named by CKPTFIX_TEST_FAULT (write-fails-after:N or corrupt-before-verify).
+SaveSeams test_fault_seams() {
   const char* fault = std::getenv("CKPTFIX_TEST_FAULT");
-  if (fault == nullptr) return;
-  const std::string f = fault;
-  const std::string after = "write-fails-after:";
-  if (f.compare(0, after.size(), after) == 0) {
-    options.test_fail_write_after = std::stoll(f.substr(after.size()));
-  } else if (f == "corrupt-before-verify") {
-    options.test_corrupt_before_verify = true;
-  } else {
-    throw usage("CKPTFIX_TEST_FAULT='" + f + "' is not a known fault");
+  if (fault == nullptr) return {};
+  try {
+    return fault_seams(fault);
+  } catch (const Error& e) {
+    throw usage("CKPTFIX_TEST_FAULT: " + e.message());
   }
 }
+#endif
 
 }  // namespace
 
@@ -221,6 +223,7 @@ void finish_cast_options(const std::string& dtype, const std::vector<std::string
 
 int run_rewrite(const std::string& command, const RewriteArgs& args, const PassOptions& passes) {
   SaveOptions save_options;
+  SaveSeams seams;  // none, but in the test-only build
   std::vector<Input> inputs;
   OpenOptions open;
   try {
@@ -231,7 +234,9 @@ int run_rewrite(const std::string& command, const RewriteArgs& args, const PassO
     save_options.verify = !args.no_verify;
     save_options.libtorch_pickle = passes.for_libtorch;
     save_options.verify_options.gpu = parse_gpu_mode(args.gpu);
-    apply_test_faults(save_options);
+#ifdef CKPTFIX_FAULT_INJECTION
+    seams = test_fault_seams();
+#endif
     if (save_options.verify) require_gpu_if_asked(save_options.verify_options.gpu);
   } catch (const Error& e) {
     print_error(e);
@@ -269,7 +274,7 @@ int run_rewrite(const std::string& command, const RewriteArgs& args, const PassO
           progress.update(done);
         };
         if (!output.parent_path().empty()) std::filesystem::create_directories(output.parent_path());
-        const SaveResult saved = save(checkpoint, output, options);
+        const SaveResult saved = save_with_seams(checkpoint, output, options, seams);
         o.status = report.changed() ? "ok" : "unchanged";
         o.doc["changes"] = changes_json(report, &saved);
         o.doc["verification"] = verification_json(saved);

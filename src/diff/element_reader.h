@@ -7,7 +7,7 @@
 #include <vector>
 
 #include "ckptfix/checkpoint.h"
-#include "storage/storage_reader.h"
+#include "bytes/storage_reader.h"
 
 namespace ckptfix {
 

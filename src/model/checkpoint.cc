@@ -7,7 +7,7 @@
 #include "model/torch_objects.h"
 #include "pickle/global_policy.h"
 #include "pickle/unpickler.h"
-#include "storage/storage_reader.h"
+#include "bytes/storage_reader.h"
 
 namespace ckptfix {
 

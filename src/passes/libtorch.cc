@@ -11,7 +11,8 @@
 // that way (float8, uint16, complex32, ...) become _rebuild_tensor_v2 calls
 // on a storage the writer names as LibTorch's pickler does
 // ("torch.Float8_e4m3fnStorage", counted in elements).
-#include <unordered_set>
+#include <map>
+#include <set>
 
 #include "ckptfix/state_dict.h"
 #include "model/checkpoint_impl.h"
@@ -23,7 +24,7 @@ void make_libtorch_state_dict(Checkpoint& checkpoint, const PassOptions& options
   const std::vector<StateDictEntry> entries = select_state_dict(checkpoint, options.keys.empty() ? "" : options.keys[0]);
   ValueGraph& graph = impl_of(checkpoint).graph;
   Value* dict = graph.make(ValueKind::kDict);
-  std::unordered_set<int32_t> storages;
+  std::set<int32_t> storages;  // ordered: the report lists moves in storage order
   for (const StateDictEntry& e : entries) {
     Tensor& t = impl_of(checkpoint).tensors[e.tensor];
     if (t.parameter) {  // a plain tensor in place of the Parameter wrapping it
@@ -45,13 +46,15 @@ void make_libtorch_state_dict(Checkpoint& checkpoint, const PassOptions& options
     storages.insert(t.storage);
   }
   impl_of(checkpoint).root = dict;
+  std::map<std::string, uint64_t> moves;  // "from -> cpu": storages, as the remap pass counts them
   for (int32_t index : storages) {
     Storage& s = impl_of(checkpoint).storages[static_cast<size_t>(index)];
     if (s.location == "cpu") continue;
-    report.retagged.emplace_back(s.location + " -> cpu", 1);
+    ++moves[s.location + " -> cpu"];
     s.location = "cpu";
     ++report.storages_retagged;
   }
+  report.retagged.assign(moves.begin(), moves.end());
   report.for_libtorch = true;
 }
 

@@ -30,23 +30,19 @@ std::string hex64(uint64_t v) {
 
 ByteChecker::ByteChecker(GpuMode mode, GpuReport& gpu, ProgressCallback progress, uint64_t total)
     : gpu_report_(gpu), buffer_(kChunk), progress_(std::move(progress)), total_(total) {
-  if (mode == GpuMode::kOff) {
-    gpu.status = "off";
-    return;
-  }
-  const GpuStatus& status = gpu_status();
-  if (!status.usable) {
-    if (mode == GpuMode::kRequire) {
-      throw Error(ErrorKind::kGpu, "GPU round trip required (--gpu require) but it cannot run: " + status.reason);
-    }
-    gpu.status = "skipped";
-    gpu.reason = status.reason;
-    return;
-  }
+  gpu = plan_gpu(mode);
+  if (gpu.status != GpuReport::Status::kOk) return;
   gpu_ = std::make_unique<GpuRoundTrip>(kChunk);
-  gpu.status = "ok";
-  gpu.device = status.device;
   returned_.resize(kChunk);
+}
+
+void expect_gpu_bytes(const Digest& d, ErrorKind kind, const std::string& where) {
+  // The GPU's bytes must equal the bytes sent (whose CRC-32 the caller checks).
+  if (d.through_gpu && d.gpu_hash != d.hash) {
+    throw Error(kind, "the bytes that came back from GPU memory differ (XXH3 " + hex64(d.gpu_hash) + ", " +
+                          hex64(d.hash) + " sent)")
+        .at(where);
+  }
 }
 
 // CRC-32 and XXH3 go over the same bytes one small piece at a time, so the
@@ -97,6 +93,7 @@ Digest ByteChecker::finish() {
   d.crc = running_->crc;
   d.hash = XXH3_64bits_digest(running_->hash.get());
   d.gpu_hash = XXH3_64bits_digest(running_->gpu_hash.get());
+  d.through_gpu = running_->through_gpu;
   running_.reset();
   return d;
 }
@@ -113,7 +110,8 @@ Digest ByteChecker::digest(uint64_t size, const std::function<void(std::span<std
   return finish();
 }
 
-ReadBack::ReadBack(const std::string& path, GpuMode gpu) : path_(path), checker_(gpu, gpu_) {
+ReadBack::ReadBack(const std::string& path, GpuMode gpu, ProgressCallback progress, uint64_t total)
+    : path_(path), checker_(gpu, gpu_, std::move(progress), total) {
   fd_ = ::open(path.c_str(), O_RDONLY | O_CLOEXEC);
   if (fd_ < 0) throw Error(ErrorKind::kIo, std::string("cannot re-open for verification: ") + std::strerror(errno)).in_file(path);
 }
@@ -122,8 +120,20 @@ ReadBack::~ReadBack() {
   if (fd_ >= 0) ::close(fd_);
 }
 
+void ReadBack::read_exactly(std::span<std::byte> out, uint64_t offset, const std::string& record) const {
+  for (size_t done = 0; done < out.size();) {
+    const ssize_t n = ::pread(fd_, out.data() + done, out.size() - done, static_cast<off_t>(offset + done));
+    if (n < 0 && errno == EINTR) continue;
+    if (n <= 0) {
+      throw Error(ErrorKind::kIo, std::string("cannot read back: ") + (n < 0 ? std::strerror(errno) : "end of file"))
+          .at(record);
+    }
+    done += static_cast<size_t>(n);
+  }
+}
+
 void ReadBack::check(const std::string& record, uint64_t offset, uint64_t size, uint32_t crc,
-                     std::optional<uint64_t> hash) {
+                     std::optional<uint64_t> hash, bool through_gpu) {
   // A mapping past the end of the file would fault (SIGBUS): check first.
   struct stat st {};
   if (::fstat(fd_, &st) != 0 || static_cast<uint64_t>(st.st_size) < offset + size) {
@@ -132,10 +142,18 @@ void ReadBack::check(const std::string& record, uint64_t offset, uint64_t size, 
                                               std::to_string(offset + size))
         .at(record);
   }
-  // Through a mapping of the file's pages: what the disk will get, no copy.
-  checker_.begin(true, hash.has_value());
-  for_each_mapped(fd_, offset, size, record, [&](std::span<const std::byte> view) { checker_.update(view); });
-  const Digest d = checker_.finish();
+  // Large records through a mapping of the file's pages (what the disk will
+  // get, no copy); small ones by pread, cheaper than a mapping each.
+  Digest d;
+  if (size >= kMapped) {
+    checker_.begin(through_gpu, hash.has_value());
+    for_each_mapped(fd_, offset, size, record, [&](std::span<const std::byte> view) { checker_.update(view); });
+    d = checker_.finish();
+  } else {
+    uint64_t at = offset;
+    d = checker_.digest(size, [&](std::span<std::byte> out) { read_exactly(out, at, record), at += out.size(); },
+                        through_gpu);
+  }
   if (d.crc != crc) {
     throw Error(ErrorKind::kVerification, "the bytes read back have CRC-32 " + hex32(d.crc) + " but " + hex32(crc) +
                                               " was written")
@@ -146,12 +164,7 @@ void ReadBack::check(const std::string& record, uint64_t offset, uint64_t size, 
                                               hex64(d.hash) + " read, " + hex64(*hash) + " expected)")
         .at(record);
   }
-  // The GPU's bytes must equal the bytes sent (whose CRC-32 matched above).
-  if (checker_.gpu_enabled() && d.gpu_hash != d.hash) {
-    throw Error(ErrorKind::kVerification, "the bytes that came back from GPU memory differ (XXH3 " + hex64(d.gpu_hash) +
-                                              ", " + hex64(d.hash) + " sent)")
-        .at(record);
-  }
+  expect_gpu_bytes(d, ErrorKind::kVerification, record);
   bytes_ += size;
 }
 

@@ -1,7 +1,8 @@
 // Reading bytes once and proving them: CRC-32 and XXH3 of every chunk and,
 // when a CUDA device is usable and wanted, the same chunk copied through GPU
-// memory and hashed again. Used by the verifier on finished files and by the
-// writer to read each storage record back as soon as it is complete.
+// memory and hashed again. ReadBack is the check of a written file's bytes,
+// the same whether the writer runs it on a record as soon as it is complete
+// or verify_written() on the records left at the end.
 #pragma once
 
 #include <cstdint>
@@ -12,6 +13,7 @@
 #include <string>
 #include <vector>
 
+#include "ckptfix/error.h"
 #include "ckptfix/verify.h"
 #include "verify/gpu.h"
 
@@ -21,7 +23,12 @@ struct Digest {
   uint32_t crc = 0;
   uint64_t hash = 0;      ///< XXH3-64
   uint64_t gpu_hash = 0;  ///< XXH3-64 of the bytes back from the GPU (when it ran)
+  bool through_gpu = false;  ///< the bytes went through the GPU round trip
 };
+
+/// Throws Error(`kind`) at `where` when the bytes that came back from the
+/// GPU differ from the bytes sent.
+void expect_gpu_bytes(const Digest& digest, ErrorKind kind, const std::string& where);
 
 /// "0x1234abcd", "0x0123456789abcdef".
 std::string hex32(uint32_t v);
@@ -32,7 +39,7 @@ class ByteChecker {
   static constexpr size_t kChunk = size_t{4} << 20;
 
   /// Sets up the GPU round trip for `mode` and records in `gpu` whether it
-  /// runs or why not; throws Error(kGpu) when required but impossible.
+  /// runs or why not (plan_gpu); throws Error(kGpu) when required but impossible.
   ByteChecker(GpuMode mode, GpuReport& gpu, ProgressCallback progress = {}, uint64_t total = 0);
   ~ByteChecker();
 
@@ -66,19 +73,24 @@ class ByteChecker {
 /// buffers) and checks them against what was written.
 class ReadBack {
  public:
-  ReadBack(const std::string& path, GpuMode gpu);
+  ReadBack(const std::string& path, GpuMode gpu, ProgressCallback progress = {}, uint64_t total = 0);
   ~ReadBack();
   ReadBack(const ReadBack&) = delete;
   ReadBack& operator=(const ReadBack&) = delete;
 
   /// Throws Error(kVerification) naming `record` when the bytes at
-  /// [offset, offset + size) do not have `crc` and (when given) `hash`.
-  void check(const std::string& record, uint64_t offset, uint64_t size, uint32_t crc, std::optional<uint64_t> hash);
+  /// [offset, offset + size) do not have `crc` and (when given) `hash`, or
+  /// when, sent `through_gpu`, they come back different.
+  void check(const std::string& record, uint64_t offset, uint64_t size, uint32_t crc, std::optional<uint64_t> hash,
+             bool through_gpu = true);
 
   uint64_t bytes() const { return bytes_; }
   const GpuReport& gpu() const { return gpu_; }
 
  private:
+  static constexpr uint64_t kMapped = uint64_t{1} << 20;
+  void read_exactly(std::span<std::byte> out, uint64_t offset, const std::string& record) const;
+
   std::string path_;
   int fd_ = -1;
   GpuReport gpu_;

@@ -12,7 +12,14 @@
 #include <span>
 #include <string>
 
+#include "ckptfix/verify.h"
+
 namespace ckptfix {
+
+/// What the round trip will do for `mode` here: kOk (with the device),
+/// kSkipped (with the reason) or kOff. The one place where GpuMode::kRequire
+/// meets an unusable device: it throws Error(kGpu) then.
+GpuReport plan_gpu(GpuMode mode);
 
 /// Whether a CUDA device can be used here, and if not, why.
 struct GpuStatus {

@@ -12,7 +12,7 @@
 // other layout is misread silently.
 #pragma once
 
-#include "ckptfix/checkpoint.h"
+#include "model/checkpoint_impl.h"
 #include "zip/zip_reader.h"
 
 namespace ckptfix {

@@ -13,9 +13,10 @@
 #include "io/mapped_window.h"
 #include "model/checkpoint_impl.h"
 #include "pickle/pickler.h"
-#include "storage/storage_reader.h"
 #include "verify/byte_checker.h"
-#include "write/storage_writer.h"
+#include "verify/verify_written.h"
+#include "write/save_seams.h"
+#include "bytes/storage_pipeline.h"
 #include "zip/crc32.h"
 #include "zip/serialization_id.h"
 #include "zip/zip_writer.h"
@@ -114,15 +115,14 @@ SaveResult write_checkpoint(const Checkpoint& checkpoint, ByteSink& sink, const 
   }
 
   ZipWriter zip(sink, style.storage_alignment);
-  struct Expected {
-    uint64_t hash;
-    bool has_hash;
-    bool read_back;
+  // Each record goes into the result as soon as it is complete, with the
+  // bytes it is expected to hold.
+  auto record = [&](const WrittenRecord& r, std::optional<uint64_t> hash, bool read_back) {
+    result.records.push_back({r.name, r.data_offset, r.size, r.crc32, hash.value_or(0), hash.has_value(), read_back});
   };
-  std::vector<Expected> expected;  // per record, in record order
   auto add_small = [&](const std::string& name, std::string_view bytes) {
     zip.add(root + name, as_bytes(bytes));
-    expected.push_back({XXH3_64bits(bytes.data(), bytes.size()), true, false});
+    record(zip.records().back(), XXH3_64bits(bytes.data(), bytes.size()), false);
   };
   add_small("data.pkl", pickled.bytes);
   if (style.format_version) {
@@ -134,11 +134,11 @@ SaveResult write_checkpoint(const Checkpoint& checkpoint, ByteSink& sink, const 
   uint64_t done = 0;
   // With `.format_version`, torch may compute where each storage is from its
   // own padding rule, so no page-phase padding for faster kernel copies.
-  StorageWriter writer(*impl_of(checkpoint).file, impl_of(checkpoint).file, sink, zip, readback,
-                       /*page_phase=*/!style.format_version, [&](uint64_t n) {
-                         done += n;
-                         if (options.progress) options.progress("writing", done, total);
-                       });
+  StoragePipeline pipeline(*impl_of(checkpoint).file, sink, zip, readback,
+                           /*page_phase=*/!style.format_version, [&](uint64_t n) {
+                             done += n;
+                             if (options.progress) options.progress("writing", done, total);
+                           });
   for (size_t key : record_keys) {
     const size_t index = pickled.storage_order[key];
     WrittenStorage written;
@@ -146,84 +146,45 @@ SaveResult write_checkpoint(const Checkpoint& checkpoint, ByteSink& sink, const 
     written.key = std::to_string(key);
     written.record = root + "data/" + written.key;
     written.nbytes = storages[index].output_nbytes();
-    writer.write(storages[index], written);
-    expected.push_back({written.hash, written.has_hash, writer.reads_back(written)});
+    const PipedRecord piped = pipeline.write(storages[index], written.record);
+    written.crc32 = piped.record.crc32;
+    written.hash = piped.hash.value_or(0);
+    written.has_hash = piped.hash.has_value();
+    written.overflowed = piped.stats.overflowed;
+    written.flushed = piped.stats.flushed;
+    record(piped.record, piped.hash, piped.read_back);
     result.storages.push_back(std::move(written));
   }
   add_small("version", "3\n");
   if (style.serialization_id) add_small(".data/serialization_id", torch_serialization_id(zip.records(), root));
   zip.finish();
-  writer.finish();
+  pipeline.finish();
 
-  for (size_t i = 0; i < zip.records().size(); ++i) {
-    const WrittenRecord& r = zip.records()[i];
-    result.records.push_back({r.name, r.data_offset, r.size, r.crc32, expected[i].hash, expected[i].has_hash,
-                              expected[i].read_back});
-  }
   result.bytes = sink.position();
   return result;
 }
 
 namespace {
 
-// Fault injection: a sink that fails after a given number of bytes.
-class FailingSink final : public ByteSink {
- public:
-  FailingSink(ByteSink& inner, uint64_t limit) : inner_(inner), limit_(limit) {}
-  void write(std::span<const std::byte> data) override {
-    if (inner_.position() + data.size() > limit_) {
-      throw Error(ErrorKind::kIo, "write failed: injected fault after " + std::to_string(limit_) + " bytes");
-    }
-    inner_.write(data);
-  }
-  uint64_t position() const override { return inner_.position(); }
-  void flush() override { inner_.flush(); }
-
- private:
-  ByteSink& inner_;
-  uint64_t limit_;
-};
-
-void corrupt_first_storage(const std::filesystem::path& file, const SaveResult& result) {
-  for (const SaveResult::Record& r : result.records) {
-    if (r.name.find("/data/") == std::string::npos || r.size == 0) continue;
-    std::FILE* f = std::fopen(file.c_str(), "r+b");
-    if (f == nullptr) return;
-    const long at = static_cast<long>(r.data_offset + r.size / 2);
-    std::fseek(f, at, SEEK_SET);
-    const int c = std::fgetc(f);
-    std::fseek(f, at, SEEK_SET);
-    std::fputc(c ^ 0x01, f);
-    std::fclose(f);
-    return;
-  }
-}
-
-}  // namespace
-
-namespace {
-
-SaveResult save_verified(const Checkpoint& checkpoint, const std::filesystem::path& path, const SaveOptions& options) {
+SaveResult save_verified(const Checkpoint& checkpoint, const std::filesystem::path& path, const SaveOptions& options,
+                         const SaveSeams& seams) {
   if (options.verify) require_gpu_if_asked(options.verify_options.gpu);  // before writing anything
   AtomicFile out(path, options.overwrite);
   SaveResult result;
   try {
-    std::unique_ptr<FailingSink> failing;
-    ByteSink* sink = &out.sink();
-    if (options.test_fail_write_after >= 0) {
-      failing = std::make_unique<FailingSink>(out.sink(), static_cast<uint64_t>(options.test_fail_write_after));
-      sink = failing.get();
-    }
+    std::unique_ptr<ByteSink> wrapped;
+    if (seams.wrap_sink) wrapped = seams.wrap_sink(out.sink());
+    ByteSink& sink = wrapped ? *wrapped : out.sink();
     // Storage records are read back as they are finished (overlapping the
-    // writing), except when a test corrupts the file after the fact.
+    // writing), unless a test changes the file before the final verification.
     std::unique_ptr<ReadBack> readback;
-    if (options.verify && !options.test_corrupt_before_verify) {
+    if (options.verify && !seams.before_verify) {
       readback = std::make_unique<ReadBack>(out.temp_path().string(), options.verify_options.gpu);
     }
-    result = write_checkpoint(checkpoint, *sink, options, readback.get());
+    result = write_checkpoint(checkpoint, sink, options, readback.get());
     if (readback) result.readback_gpu = readback->gpu();
     out.flush();
-    if (options.test_corrupt_before_verify) corrupt_first_storage(out.temp_path(), result);
+    if (seams.before_verify) seams.before_verify(out.temp_path(), result);
     if (options.verify) {
       VerifyOptions verify_options = options.verify_options;
       if (!verify_options.progress) verify_options.progress = options.progress;
@@ -243,8 +204,13 @@ SaveResult save_verified(const Checkpoint& checkpoint, const std::filesystem::pa
 
 }  // namespace
 
+SaveResult save_with_seams(const Checkpoint& checkpoint, const std::filesystem::path& path, const SaveOptions& options,
+                           const SaveSeams& seams) {
+  return error_boundary(path.string(), [&] { return save_verified(checkpoint, path, options, seams); });
+}
+
 SaveResult save(const Checkpoint& checkpoint, const std::filesystem::path& path, const SaveOptions& options) {
-  return error_boundary(path.string(), [&] { return save_verified(checkpoint, path, options); });
+  return save_with_seams(checkpoint, path, options, {});
 }
 
 }  // namespace ckptfix

@@ -10,7 +10,9 @@ Each file tests/cli/golden/*.test is one case, directives in '#' lines:
     # MAKE: GENERATOR ARGS...    build an input in %t before the run (see GENERATORS)
     # ENV: NAME=VALUE            set in ckptfix's environment
     # REQUIRES: no-gpu           skip unless the GPU round trip cannot run here
-    # RUN: ckptfix ARGS...       the command (split as a shell would; no shell runs)
+    # RUN: ckptfix ARGS...       the command (split as a shell would; no shell runs);
+    #                            `ckptfix-fault-injection ARGS...` runs the test-only build that
+    #                            reads CKPTFIX_TEST_FAULT (docs/testing.md, "Fault injection")
     # KIND: corrupt              the ErrorKind (error.h's to_string name) of the failure
     # EXIT: 1                    the exit code
     # STDERR: ckptfix: error: ...  the whole stderr, one directive per line, in order
@@ -250,9 +252,10 @@ class GoldenTest(cs.CliTestCase):
             name, _, value = item.partition('=')
             env[name] = self.expand(value, subs)
         argv = [self.expand(w, subs) for w in shlex.split(case.one('RUN'))]
-        if not argv or argv[0] != 'ckptfix':
-            raise AssertionError(f'{path}: RUN must start with ckptfix')
-        proc = self.run_ckptfix(argv[1:], tmp.path, env)
+        if not argv or argv[0] not in ('ckptfix', 'ckptfix-fault-injection'):
+            raise AssertionError(f'{path}: RUN must start with ckptfix or ckptfix-fault-injection')
+        program = fault_injection_binary() if argv[0] == 'ckptfix-fault-injection' else cs.binary()
+        proc = self.run_ckptfix(argv[1:], tmp.path, env, program)
         self.assert_not_crashed(proc)
 
         actual_stderr = self.unexpand(proc.stderr, subs)
@@ -271,7 +274,7 @@ class GoldenTest(cs.CliTestCase):
             problems += self.compare('stdout', case.all('STDOUT'), lines_of(actual_stdout))
         kind = case.one('KIND', required=False)
         if kind is not None and not problems:
-            problems += self.check_kind(kind, argv[1:], tmp.path, env, proc)
+            problems += self.check_kind(kind, argv[1:], tmp.path, env, proc, program)
         if problems:
             self.fail(f'\n{os.path.relpath(path, cs.REPO_ROOT)}: ckptfix {shlex.join(argv[1:])}\n'
                       + '\n'.join(problems)
@@ -279,9 +282,9 @@ class GoldenTest(cs.CliTestCase):
                         f' --update)')
 
     @staticmethod
-    def run_ckptfix(args, cwd, env):
+    def run_ckptfix(args, cwd, env, program=None):
         try:
-            return subprocess.run([cs.binary()] + list(args), cwd=cwd, env=env, stdin=subprocess.DEVNULL,
+            return subprocess.run([program or cs.binary()] + list(args), cwd=cwd, env=env, stdin=subprocess.DEVNULL,
                                   stdout=subprocess.PIPE, stderr=subprocess.PIPE, timeout=cs.RUN_TIMEOUT,
                                   errors='replace')
         except subprocess.TimeoutExpired as e:
@@ -294,11 +297,11 @@ class GoldenTest(cs.CliTestCase):
         diff = difflib.unified_diff(expected, actual, f'expected {what}', f'actual {what}', lineterm='')
         return [f'{what} differs:'] + ['  ' + line for line in diff]
 
-    def check_kind(self, kind, args, cwd, env, proc):
+    def check_kind(self, kind, args, cwd, env, proc, program=None):
         """Runs the command again with --json after its name; see the module doc."""
         if not args or args[0].startswith('-') or args[0] == 'diff':
             return [f'KIND {kind!r}: cannot be checked for this command (no --json report)']
-        json_run = self.run_ckptfix([args[0], '--json'] + args[1:], cwd, env)
+        json_run = self.run_ckptfix([args[0], '--json'] + args[1:], cwd, env, program)
         if json_run.returncode != proc.returncode:
             return [f'KIND: with --json the exit code is {json_run.returncode}, not {proc.returncode}']
         if not json_run.stdout.strip():
@@ -348,6 +351,18 @@ def add_case_tests():
         setattr(GoldenTest, name, lambda self, p=path: self.run_case(p))
 
 
+def fault_injection_binary():
+    """The test-only build of the CLI: --fault-injection PATH, else
+    CKPTFIX_FAULT_INJECTION_BIN, else <repo>/build/tests/ckptfix_fault_injection."""
+    path = os.path.abspath(FAULT_INJECTION or os.environ.get('CKPTFIX_FAULT_INJECTION_BIN') or
+                           os.path.join(cs.REPO_ROOT, 'build', 'tests', 'ckptfix_fault_injection'))
+    if not os.access(path, os.X_OK):
+        raise AssertionError(f'fault-injection build not found: {path} (ninja -C build ckptfix_fault_injection)')
+    return path
+
+
+FAULT_INJECTION = None
+
 add_case_tests()
 
 
@@ -355,4 +370,8 @@ if __name__ == '__main__':
     if '--update' in sys.argv:
         sys.argv.remove('--update')
         UPDATE = True
+    if '--fault-injection' in sys.argv:
+        at = sys.argv.index('--fault-injection')
+        FAULT_INJECTION = sys.argv[at + 1]
+        del sys.argv[at:at + 2]
     cs.main()

@@ -1,7 +1,12 @@
 #!/usr/bin/python3
 """Verification: `ckptfix verify`, the verification of every write, the GPU
 round trip's no-device path, and fault injection proving that no partial or
-unverified output ever appears and that inputs are left untouched."""
+unverified output ever appears and that inputs are left untouched.
+
+Faults are injected by the test-only build of the CLI,
+ckptfix_fault_injection (docs/testing.md): --fault-injection PATH, else
+CKPTFIX_FAULT_INJECTION_BIN, else <repo>/build/tests/ckptfix_fault_injection."""
+import argparse
 import contextlib
 import json
 import os
@@ -19,6 +24,9 @@ sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), ".."
 import support  # noqa: E402
 import torch  # noqa: E402
 import torch_compare  # noqa: E402
+
+FAULT_INJECTION = os.environ.get("CKPTFIX_FAULT_INJECTION_BIN",
+                                 os.path.join(support.REPO, "build", "tests", "ckptfix_fault_injection"))
 
 WRITERS = [  # every command that writes, with the options it needs
     ["convert"],
@@ -164,7 +172,7 @@ class Verify(unittest.TestCase):
         if gpu["status"] == "skipped":
             # No usable GPU here: require must fail cleanly and write nothing.
             proc = support.run("verify", "--gpu", "require", support.fixture("cuda0.pt"), check=1)
-            self.assertIn("GPU round trip required (--gpu require) but it cannot run", proc.stderr)
+            self.assertIn("GPU round trip required but it cannot run", proc.stderr)
             out = os.path.join(self.tmp, "out.pt")
             proc = support.run("convert", "--gpu", "require", support.fixture("cuda0.pt"), "-o", out, check=1)
             self.assertIn(gpu["reason"], proc.stderr)
@@ -211,9 +219,17 @@ class VerifiedWrites(unittest.TestCase):
                          {"status": "skipped", "reason": "--no-verify"})
         self.assertIn("not verified (--no-verify)", proc.stderr)
 
-    def run_with_fault(self, fault, *args, preexec=None):
-        env = dict(os.environ, CKPTFIX_TEST_FAULT=fault) if fault else dict(os.environ)
-        return subprocess.run([support.CKPTFIX, *args], capture_output=True, text=True, env=env, preexec_fn=preexec)
+    def run_with_fault(self, fault, *args):
+        env = dict(os.environ, CKPTFIX_TEST_FAULT=fault)
+        return subprocess.run([FAULT_INJECTION, *args], capture_output=True, text=True, env=env)
+
+    def test_the_production_binary_injects_no_fault(self):
+        out = os.path.join(self.tmp, "out.pt")
+        env = dict(os.environ, CKPTFIX_TEST_FAULT="corrupt-before-verify")
+        proc = subprocess.run([support.CKPTFIX, "remap", "--to", "cpu", self.src, "-o", out], capture_output=True,
+                              text=True, env=env)
+        self.assertEqual(proc.returncode, 0, proc.stderr)
+        torch_compare.load_with_locations(out)
 
     def test_sink_failing_part_way_leaves_nothing(self):
         size = os.path.getsize(support.fixture("training_dp_cuda.pt"))
@@ -279,5 +295,16 @@ class VerifiedWrites(unittest.TestCase):
         self.assert_nothing_new(("in.pt", "full"))
 
 
+def parse_args():
+    """Takes --fault-injection PATH off the command line, then support's options."""
+    global FAULT_INJECTION
+    parser = argparse.ArgumentParser(add_help=False)
+    parser.add_argument("--fault-injection")
+    args, sys.argv[1:] = parser.parse_known_args()
+    if args.fault_injection:
+        FAULT_INJECTION = os.path.abspath(args.fault_injection)
+    return support.parse_args()
+
+
 if __name__ == "__main__":
-    unittest.main(argv=support.parse_args())
+    unittest.main(argv=parse_args())

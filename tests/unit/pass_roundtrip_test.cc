@@ -127,7 +127,7 @@ void expect_tensor(const Checkpoint& out, size_t index, const ExpectedTensor& wa
                    const std::map<std::string, ExpectedStorage>& storages, std::map<std::string, size_t>& placed) {
   SCOPED_TRACE("tensor '" + want.key + "'");
   ASSERT_LT(index, out.tensors().size());
-  const Tensor& t = out.tensors()[index];
+  const TensorInfo& t = out.tensors()[index];
   EXPECT_EQ(dtype_name(t.dtype), dtype_name(want.dtype));
   EXPECT_EQ(t.shape, want.shape);
   EXPECT_EQ(t.stride, want.stride);
@@ -146,7 +146,7 @@ void expect_tensor(const Checkpoint& out, size_t index, const ExpectedTensor& wa
     }
   }
   const ExpectedStorage& ws = storages.at(want.storage);
-  const Storage& got = out.storages()[s];
+  const StorageInfo& got = out.storages()[s];
   EXPECT_EQ(dtype_name(got.dtype), dtype_name(ws.dtype)) << "storage '" << want.storage << "'";
   EXPECT_EQ(got.location, ws.location) << "storage '" << want.storage << "'";
   EXPECT_EQ(got.nbytes, ws.bytes.size()) << "storage '" << want.storage << "'";
@@ -258,7 +258,7 @@ TEST(PassRoundTrip, ExtractKeepsOneTensorAndDropsTheOtherStorages) {
   EXPECT_THROW(select_state_dict(out), Error);
   ASSERT_EQ(out.tensors().size(), 1u);
   ASSERT_EQ(out.storages().size(), 1u);
-  const Tensor& t = out.tensors()[0];
+  const TensorInfo& t = out.tensors()[0];
   EXPECT_EQ(t.dtype, DType::kFloat32);
   EXPECT_EQ(t.shape, std::vector<int64_t>{3});
   EXPECT_EQ(t.stride, std::vector<int64_t>{1});

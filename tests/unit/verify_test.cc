@@ -14,6 +14,8 @@
 #include "ckptfix/verify.h"
 #include "test_support.h"
 #include "verify/gpu.h"
+#include "verify/verify_written.h"
+#include "write/fault_injection.h"
 
 namespace ckptfix {
 namespace {
@@ -42,7 +44,7 @@ TEST_F(VerifyTest, AWriteVerifiesAgainstWhatWasIntended) {
   ASSERT_TRUE(result.verification.has_value());
   EXPECT_EQ(result.verification->records, result.records.size());
   EXPECT_EQ(result.verification->tensors, ck.tensor_positions().size());
-  EXPECT_EQ(result.verification->gpu.status, "off");
+  EXPECT_EQ(result.verification->gpu.status, GpuReport::Status::kOff);
 }
 
 TEST_F(VerifyTest, AGraphThatDiffersFromTheFileIsReported) {
@@ -59,10 +61,20 @@ TEST_F(VerifyTest, ADamagedRecordIsNamed) {
   Checkpoint ck = Checkpoint::open(test::fixture_path("plain_state_dict.pt"));
   SaveOptions options;
   options.verify_options.gpu = GpuMode::kOff;
-  options.test_corrupt_before_verify = true;
-  expect_error([&] { save(ck, dir_ / "out.pt", options); }, ErrorKind::kVerification,
+  expect_error([&] { save_with_seams(ck, dir_ / "out.pt", options, fault_seams("corrupt-before-verify")); },
+               ErrorKind::kVerification,
                "plain_state_dict/data/0: the bytes read back have CRC-32");
   EXPECT_TRUE(fs::is_empty(dir_));
+}
+
+TEST_F(VerifyTest, AWriteFailingPartWayLeavesNothing) {
+  Checkpoint ck = Checkpoint::open(test::fixture_path("plain_state_dict.pt"));
+  for (const char* fault : {"write-fails-after:0", "write-fails-after:100", "write-fails-after:3000"}) {
+    expect_error([&] { save_with_seams(ck, dir_ / "out.pt", {}, fault_seams(fault)); }, ErrorKind::kIo,
+                 "injected fault");
+    EXPECT_TRUE(fs::is_empty(dir_)) << fault;
+  }
+  expect_error([] { fault_seams("sometimes"); }, ErrorKind::kInvalidArgument, "not a known fault");
 }
 
 TEST_F(VerifyTest, NoDevicePathIsReportedNotFaked) {
@@ -70,11 +82,12 @@ TEST_F(VerifyTest, NoDevicePathIsReportedNotFaked) {
   if (status.usable) GTEST_SKIP() << "a CUDA device is usable here: " << status.device;
   EXPECT_FALSE(status.reason.empty());
   const VerifyReport report = verify_file(test::fixture_path("cuda0.pt"), {GpuMode::kAuto});
-  EXPECT_EQ(report.gpu.status, "skipped");
+  EXPECT_EQ(report.gpu.status, GpuReport::Status::kSkipped);
+  EXPECT_EQ(gpu_status_name(report.gpu.status), "skipped");
   EXPECT_EQ(report.gpu.reason, status.reason);
   EXPECT_EQ(report.gpu.bytes, 0u);
   expect_error([] { verify_file(test::fixture_path("cuda0.pt"), {GpuMode::kRequire}); }, ErrorKind::kGpu,
-               "GPU round trip required (--gpu require) but it cannot run");
+               "GPU round trip required but it cannot run");
   expect_error([] { GpuRoundTrip roundtrip(1024); }, ErrorKind::kGpu, status.reason);
 }
 

@@ -1,4 +1,4 @@
-#include "write/background.h"
+#include "bytes/background.h"
 
 namespace ckptfix {
 

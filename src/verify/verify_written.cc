@@ -1,22 +1,13 @@
+#include "verify/verify_written.h"
+
 #include <chrono>
-#include <cstdio>
-#include <memory>
 #include <unordered_map>
-#include <vector>
-#include <xxhash.h>
 
 #include "ckptfix/error.h"
-#include "ckptfix/save.h"
-#include "ckptfix/verify.h"
-#include "model/checkpoint_impl.h"
 #include "error_boundary.h"
 #include "io/input_file.h"
-#include "storage/storage_reader.h"
 #include "verify/byte_checker.h"
-#include "verify/gpu.h"
-#include "verify/torch_offsets.h"
-#include "zip/crc32.h"
-#include "zip/record_reader.h"
+#include "verify/reparse.h"
 #include "zip/zip_reader.h"
 
 namespace ckptfix {
@@ -24,11 +15,6 @@ namespace {
 
 Error mismatch(const std::string& where, const std::string& message) {
   return Error(ErrorKind::kVerification, message).at(where);
-}
-
-// Feeds a ByteChecker from a RecordReader.
-Digest digest_record(ByteChecker& checker, RecordReader& reader, bool through_gpu) {
-  return checker.digest(reader.remaining(), [&](std::span<std::byte> out) { reader.read(out); }, through_gpu);
 }
 
 // The tensors read back must be the tensors the passes intended.
@@ -71,55 +57,6 @@ void compare_tensors(const Checkpoint& intended, const Checkpoint& back, const S
   report.tensors = want.size();
 }
 
-}  // namespace
-
-GpuMode parse_gpu_mode(const std::string& text) {
-  if (text == "auto") return GpuMode::kAuto;
-  if (text == "require") return GpuMode::kRequire;
-  if (text == "off") return GpuMode::kOff;
-  throw Error(ErrorKind::kInvalidArgument, "--gpu '" + text + "': expected auto, require or off");
-}
-
-void require_gpu_if_asked(GpuMode mode) {
-  if (mode == GpuMode::kRequire && !gpu_status().usable) {
-    throw Error(ErrorKind::kGpu, "GPU round trip required (--gpu require) but it cannot run: " + gpu_status().reason);
-  }
-}
-
-std::string VerifyReport::summary() const {
-  std::string s;
-  if (written) {
-    s = "read back " + std::to_string(records) + " records (";
-    if (records_copied > 0) {
-      s += std::to_string(records_copied) + " copied unchanged: CRC-32 as the input records; " +
-           std::to_string(records - records_copied) + " others: ";
-    }
-    s += "CRC-32 and XXH3 as written), " + std::to_string(tensors) + " tensors as intended";
-  } else {
-    if (zip) {
-      s = std::to_string(records) + " records (CRC-32 ok";
-      if (records_crc_checked != records) s += " on " + std::to_string(records_crc_checked) + ", the others record none";
-      s += "), ";
-    } else {
-      s = "legacy format (no CRCs), ";
-    }
-    s += std::to_string(storages) + " storages, " + std::to_string(tensors) + " tensors";
-  }
-  if (gpu.status == "ok") {
-    char buf[160];
-    std::snprintf(buf, sizeof buf, "; GPU round trip ok on %s: %.1f MiB in %.3f s", gpu.device.c_str(),
-                  static_cast<double>(gpu.bytes) / (1 << 20), gpu.seconds);
-    s += buf;
-  } else if (gpu.status == "skipped") {
-    s += "; GPU round trip skipped: " + gpu.reason;
-  } else {
-    s += "; GPU round trip off";
-  }
-  return s;
-}
-
-namespace {
-
 VerifyReport verify_written_file(const std::filesystem::path& path, const Checkpoint& intended,
                                  const SaveResult& written, const VerifyOptions& options) {
   const auto start = std::chrono::steady_clock::now();
@@ -127,7 +64,7 @@ VerifyReport verify_written_file(const std::filesystem::path& path, const Checkp
   report.written = true;
   uint64_t total = 0;
   for (const SaveResult::Record& r : written.records) total += r.size;
-  ByteChecker checker(options.gpu, report.gpu, options.progress, total);
+  ReadBack readback(path.string(), options.gpu, options.progress, total);
   try {
     auto file = InputFile::open(path);
     ZipReader zip(file);
@@ -152,19 +89,8 @@ VerifyReport verify_written_file(const std::filesystem::path& path, const Checkp
       // writer already did that for this record as soon as it was complete.
       const bool is_storage = r.name.find("/data/") != std::string::npos;
       if (!r.read_back) {
-        RecordReader reader(*file, e.data_offset, e.compressed_size, false, e.size, e.name);
-        const Digest d = digest_record(checker, reader, is_storage);
-        if (d.crc != r.crc32) {
-          throw mismatch(r.name, "the bytes read back have CRC-32 " + hex32(d.crc) + " but " + hex32(r.crc32) + " was written");
-        }
-        if (r.has_hash && d.hash != r.hash) {
-          throw mismatch(r.name, "the bytes read back differ from the bytes meant to be written (XXH3 " + hex64(d.hash) +
-                                     " read, " + hex64(r.hash) + " expected)");
-        }
-        if (is_storage && checker.gpu_enabled() && d.gpu_hash != d.hash) {
-          throw mismatch(r.name, "the bytes that came back from GPU memory differ (XXH3 " + hex64(d.gpu_hash) + ", " +
-                                     hex64(d.hash) + " sent)");
-        }
+        readback.check(r.name, r.data_offset, r.size, r.crc32, r.has_hash ? std::optional(r.hash) : std::nullopt,
+                       /*through_gpu=*/is_storage);
       }
       ++report.records;
       ++report.records_crc_checked;
@@ -175,9 +101,9 @@ VerifyReport verify_written_file(const std::filesystem::path& path, const Checkp
     // The object graph, re-parsed with the limits the input was read with.
     OpenOptions reopen;
     reopen.limits = intended.read_limits();
-    Checkpoint back = Checkpoint::open(path, reopen);
-    check_torch_computed_offsets(back, *impl_of(back).zip);
+    const Checkpoint back = reparse(path, reopen);
     compare_tensors(intended, back, written, report);
+    report.gpu = readback.gpu();
     report.gpu.bytes += written.readback_gpu.bytes;
     report.gpu.seconds += written.readback_gpu.seconds;
   } catch (Error& e) {
@@ -191,64 +117,12 @@ VerifyReport verify_written_file(const std::filesystem::path& path, const Checkp
   return report;
 }
 
-VerifyReport verify_input_file(const std::filesystem::path& path, const VerifyOptions& options) {
-  const auto start = std::chrono::steady_clock::now();
-  VerifyReport report;
-  auto file = InputFile::open(path);
-  ByteChecker checker(options.gpu, report.gpu, options.progress, file->size());
-  try {
-    // CRCs first: a damaged record is named even when it would also break the parse.
-    report.zip = looks_like_zip(file->bytes());
-    if (report.zip) {
-      const ReadLimits& limits = options.open.limits;
-      ZipReader zip(file, {limits.max_storages, limits.max_inflate_ratio, limits.inflate_allowance_bytes,
-                           limits.max_inflated_bytes});
-      for (const ZipEntry& e : zip.entries()) {
-        RecordReader reader(*file, e.data_offset, e.compressed_size, e.method == 8, e.size, e.name);
-        const Digest d = digest_record(checker, reader, false);
-        ++report.records;
-        report.bytes += e.size;
-        if (e.crc32 == 0 && e.size != 0) continue;  // no CRC recorded (torch >= 2.6 option)
-        if (d.crc != e.crc32) {
-          throw Error(ErrorKind::kCorrupt, "CRC-32 mismatch: the archive records " + hex32(e.crc32) + " but the data gives " +
-                                               hex32(d.crc) + "; the record is damaged")
-              .at(e.name);
-        }
-        ++report.records_crc_checked;
-      }
-    }
-    Checkpoint ck = Checkpoint::open(path, options.open);
-    if (impl_of(ck).zip) check_torch_computed_offsets(ck, *impl_of(ck).zip);
-    report.tensors = ck.tensor_positions().size();
-    for (const Storage& s : impl_of(ck).storages) {
-      ++report.storages;
-      if (!checker.gpu_enabled()) continue;
-      RecordReader reader = open_storage_record(*file, s);
-      const Digest d = digest_record(checker, reader, true);
-      if (d.gpu_hash != d.hash) {
-        throw Error(ErrorKind::kGpu, "the bytes that came back from GPU memory differ (XXH3 " + hex64(d.gpu_hash) +
-                                         ", " + hex64(d.hash) + " sent)")
-            .at(s.source.record);
-      }
-    }
-  } catch (Error& e) {
-    e.in_file(path.string());
-    throw;
-  }
-  report.seconds = std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
-  return report;
-}
-
 }  // namespace
 
 VerifyReport verify_written(const std::filesystem::path& path, const Checkpoint& intended, const SaveResult& written,
                             const VerifyOptions& options) {
   // Errors are about the file being written: save() names it (not its temporary name).
   return error_boundary(path.string(), [&] { return verify_written_file(path, intended, written, options); }, false);
-}
-
-VerifyReport verify_file(const std::filesystem::path& path, const VerifyOptions& options) {
-  return error_boundary(path.string(), [&] { return verify_input_file(path, options); });
 }
 
 }  // namespace ckptfix

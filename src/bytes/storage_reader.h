@@ -1,6 +1,7 @@
-// Streams one storage's bytes out of the input file, front to back, in the
-// byte order every writer uses (little-endian): the record's bytes, byte
-// swapped when the input is big-endian.
+// The source stage of the byte pipeline: one storage's bytes out of the
+// input file (stored, deflated, or held in memory), front to back.
+// StorageReader also puts them in the byte order every writer uses
+// (little-endian), for readers that want elements (diff, tensor values).
 #pragma once
 
 #include <cstdint>
@@ -32,8 +33,5 @@ class StorageReader {
 /// A reader of a storage's raw record (file bytes, inflated, or memory),
 /// before any byte swapping.
 RecordReader open_storage_record(const InputFile& file, const Storage& storage);
-
-/// Reverses the bytes of each `unit`-byte word in place.
-void byteswap_in_place(std::span<std::byte> data, uint32_t unit);
 
 }  // namespace ckptfix

@@ -1,13 +1,8 @@
-#include "storage/storage_reader.h"
+#include "bytes/storage_reader.h"
 
-#include <algorithm>
+#include "bytes/element_transform.h"
 
 namespace ckptfix {
-
-void byteswap_in_place(std::span<std::byte> data, uint32_t unit) {
-  if (unit <= 1) return;
-  for (size_t i = 0; i + unit <= data.size(); i += unit) std::reverse(data.begin() + i, data.begin() + i + unit);
-}
 
 RecordReader open_storage_record(const InputFile& file, const Storage& storage) {
   const StorageSource& src = storage.source;

@@ -1,0 +1,88 @@
+// The byte pipeline: every storage record of an output goes through it.
+//
+//   source ──> [inflate] ──> [byte swap] ──> [convert] ──> CRC-32 + XXH3 ──> sink
+//   (storage_reader.h)       (element_transform.h)         (output stage)
+//
+//  * Fast path: bytes that need no change, stored in the input file and
+//    going to a file, are copied by the kernel (copy_file_range, as cp does).
+//    Their expected CRC-32 is the one the input archive records (or, if it
+//    records none, computed from the input on the worker while the kernel
+//    copies); they get no XXH3.
+//  * Large records otherwise: the input is read through a mapping (inflated
+//    when deflated), transformed on this thread, and the output stage runs on
+//    the worker thread, up to three buffers in flight.
+//  * Small records: every stage on this thread.
+// The input's CRC-32 is checked against the archive's once per record
+// (check_input): a damaged input is refused rather than re-saved. With a
+// ReadBack, each large record is read back from the file on the worker while
+// the next one is written.
+#pragma once
+
+#include <array>
+#include <cstdint>
+#include <functional>
+#include <future>
+#include <optional>
+#include <vector>
+
+#include "model/checkpoint_impl.h"
+#include "bytes/background.h"
+#include "dtype_kernels/convert.h"
+#include "io/byte_sink.h"
+#include "io/input_file.h"
+#include "zip/zip_writer.h"
+
+namespace ckptfix {
+
+class ReadBack;
+
+/// One storage record as written, with what it is expected to hold.
+struct PipedRecord {
+  WrittenRecord record;          ///< name, offsets, size, CRC-32
+  std::optional<uint64_t> hash;  ///< XXH3-64 of the bytes written; none for kernel copies (checked by CRC-32)
+  bool read_back = false;        ///< its bytes are read back and checked while writing
+  ConvertStats stats;            ///< what a cast did
+};
+
+class StoragePipeline {
+ public:
+  /// `page_phase`: kernel-copied records may keep their input's offset
+  /// modulo 4096 (more padding than torch's, for faster copies).
+  /// `progress` gets the number of bytes each time more are in the sink.
+  StoragePipeline(const InputFile& input, ByteSink& sink, ZipWriter& zip, ReadBack* readback, bool page_phase,
+                  std::function<void(uint64_t)> progress);
+
+  /// Writes `storage`'s output bytes as the record `name`, which this begins and ends.
+  PipedRecord write(const Storage& storage, const std::string& name);
+
+  /// Waits for every read-back check; throws the first failure.
+  void finish();
+
+ private:
+  struct Pumped {
+    uint32_t crc = 0;
+    uint64_t hash = 0;
+    ConvertStats stats;
+  };
+  bool copy_in_kernel(const Storage& s, uint32_t& crc);
+  Pumped pump(const Storage& s, bool large);
+  void read_back(const Storage& s, const WrittenRecord& r, std::optional<uint64_t> hash, bool crc_from_input);
+  void check_input(const Storage& s, uint32_t actual) const;
+  void wrote(uint64_t n);
+
+  static constexpr size_t kBuffers = 3;
+
+  const InputFile& input_;
+  ByteSink& sink_;
+  ZipWriter& zip_;
+  ReadBack* readback_;
+  bool page_phase_;
+  std::function<void(uint64_t)> progress_;
+  // Kept across records: many small storages must not each allocate them.
+  std::vector<std::byte> read_buffer_;
+  std::array<std::vector<std::byte>, kBuffers> buffers_;
+  std::vector<std::future<void>> checks_;
+  Background worker_;  // last: joined before anything its tasks use goes away
+};
+
+}  // namespace ckptfix

@@ -1,0 +1,43 @@
+// GpuMode and GpuReport: what was asked of the GPU round trip and what it did.
+#include "ckptfix/error.h"
+#include "ckptfix/verify.h"
+#include "verify/gpu.h"
+
+namespace ckptfix {
+
+GpuMode parse_gpu_mode(const std::string& text) {
+  if (text == "auto") return GpuMode::kAuto;
+  if (text == "require") return GpuMode::kRequire;
+  if (text == "off") return GpuMode::kOff;
+  throw Error(ErrorKind::kInvalidArgument, "`gpu` '" + text + "': expected auto, require or off");
+}
+
+std::string_view gpu_status_name(GpuReport::Status status) {
+  switch (status) {
+    case GpuReport::Status::kOk: return "ok";
+    case GpuReport::Status::kSkipped: return "skipped";
+    case GpuReport::Status::kOff: return "off";
+  }
+  return "off";
+}
+
+GpuReport plan_gpu(GpuMode mode) {
+  GpuReport report;
+  if (mode == GpuMode::kOff) return report;  // Status::kOff
+  const GpuStatus& status = gpu_status();
+  if (!status.usable) {
+    if (mode == GpuMode::kRequire) {
+      throw Error(ErrorKind::kGpu, "GPU round trip required but it cannot run: " + status.reason);
+    }
+    report.status = GpuReport::Status::kSkipped;
+    report.reason = status.reason;
+    return report;
+  }
+  report.status = GpuReport::Status::kOk;
+  report.device = status.device;
+  return report;
+}
+
+void require_gpu_if_asked(GpuMode mode) { plan_gpu(mode); }
+
+}  // namespace ckptfix

@@ -1,0 +1,103 @@
+#include <chrono>
+#include <cstdio>
+
+#include "bytes/storage_reader.h"
+#include "ckptfix/error.h"
+#include "ckptfix/verify.h"
+#include "error_boundary.h"
+#include "io/input_file.h"
+#include "verify/byte_checker.h"
+#include "verify/reparse.h"
+#include "zip/record_reader.h"
+#include "zip/zip_reader.h"
+
+namespace ckptfix {
+
+std::string VerifyReport::summary() const {
+  std::string s;
+  if (written) {
+    s = "read back " + std::to_string(records) + " records (";
+    if (records_copied > 0) {
+      s += std::to_string(records_copied) + " copied unchanged: CRC-32 as the input records; " +
+           std::to_string(records - records_copied) + " others: ";
+    }
+    s += "CRC-32 and XXH3 as written), " + std::to_string(tensors) + " tensors as intended";
+  } else {
+    if (zip) {
+      s = std::to_string(records) + " records (CRC-32 ok";
+      if (records_crc_checked != records) s += " on " + std::to_string(records_crc_checked) + ", the others record none";
+      s += "), ";
+    } else {
+      s = "legacy format (no CRCs), ";
+    }
+    s += std::to_string(storages) + " storages, " + std::to_string(tensors) + " tensors";
+  }
+  if (gpu.status == GpuReport::Status::kOk) {
+    char buf[160];
+    std::snprintf(buf, sizeof buf, "; GPU round trip ok on %s: %.1f MiB in %.3f s", gpu.device.c_str(),
+                  static_cast<double>(gpu.bytes) / (1 << 20), gpu.seconds);
+    s += buf;
+  } else if (gpu.status == GpuReport::Status::kSkipped) {
+    s += "; GPU round trip skipped: " + gpu.reason;
+  } else {
+    s += "; GPU round trip off";
+  }
+  return s;
+}
+
+namespace {
+
+// Feeds a ByteChecker from a RecordReader.
+Digest digest_record(ByteChecker& checker, RecordReader& reader, bool through_gpu) {
+  return checker.digest(reader.remaining(), [&](std::span<std::byte> out) { reader.read(out); }, through_gpu);
+}
+
+VerifyReport verify_input_file(const std::filesystem::path& path, const VerifyOptions& options) {
+  const auto start = std::chrono::steady_clock::now();
+  VerifyReport report;
+  auto file = InputFile::open(path);
+  ByteChecker checker(options.gpu, report.gpu, options.progress, file->size());
+  try {
+    // CRCs first: a damaged record is named even when it would also break the parse.
+    report.zip = looks_like_zip(file->bytes());
+    if (report.zip) {
+      const ReadLimits& limits = options.open.limits;
+      ZipReader zip(file, {limits.max_storages, limits.max_inflate_ratio, limits.inflate_allowance_bytes,
+                           limits.max_inflated_bytes});
+      for (const ZipEntry& e : zip.entries()) {
+        RecordReader reader(*file, e.data_offset, e.compressed_size, e.method == 8, e.size, e.name);
+        const Digest d = digest_record(checker, reader, false);
+        ++report.records;
+        report.bytes += e.size;
+        if (e.crc32 == 0 && e.size != 0) continue;  // no CRC recorded (torch >= 2.6 option)
+        if (d.crc != e.crc32) {
+          throw Error(ErrorKind::kCorrupt, "CRC-32 mismatch: the archive records " + hex32(e.crc32) + " but the data gives " +
+                                               hex32(d.crc) + "; the record is damaged")
+              .at(e.name);
+        }
+        ++report.records_crc_checked;
+      }
+    }
+    const Checkpoint ck = reparse(path, options.open);
+    report.tensors = ck.tensor_positions().size();
+    for (const Storage& s : impl_of(ck).storages) {
+      ++report.storages;
+      if (!checker.gpu_enabled()) continue;
+      RecordReader reader = open_storage_record(*file, s);
+      expect_gpu_bytes(digest_record(checker, reader, true), ErrorKind::kGpu, s.source.record);
+    }
+  } catch (Error& e) {
+    e.in_file(path.string());
+    throw;
+  }
+  report.seconds = std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
+  return report;
+}
+
+}  // namespace
+
+VerifyReport verify_file(const std::filesystem::path& path, const VerifyOptions& options) {
+  return error_boundary(path.string(), [&] { return verify_input_file(path, options); });
+}
+
+}  // namespace ckptfix

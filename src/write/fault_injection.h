@@ -1,0 +1,18 @@
+// Faults for the crash-safety tests, through save()'s seams (save_seams.h).
+// Compiled only into test targets (the unit tests, ckptfix_fault_injection):
+// the production ckptfix has none of this.
+#pragma once
+
+#include <string>
+
+#include "write/save_seams.h"
+
+namespace ckptfix {
+
+/// "write-fails-after:N": writing fails (Error kIo, "injected fault") once N
+/// bytes are written; "corrupt-before-verify": one byte of the first storage
+/// record of the finished temporary file is flipped before verification.
+/// Throws Error(kInvalidArgument) for anything else.
+SaveSeams fault_seams(const std::string& fault);
+
+}  // namespace ckptfix
