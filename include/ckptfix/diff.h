@@ -44,8 +44,12 @@ struct TensorDiff {
   uint64_t mismatched = 0;  ///< elements outside the tolerance
   double max_abs_diff = 0;  ///< over elements where both are numbers
   double max_rel_diff = 0;  ///< |a - b| / |b|, over elements where b != 0
+  bool equal = true;        ///< no difference that counts under the DiffOptions
+  /// Whether the element types differ.
   bool dtype_differs() const { return dtype_a != dtype_b; }
+  /// Whether the shapes differ.
   bool shape_differs() const { return shape_a != shape_b; }
+  /// Whether the saved locations differ.
   bool device_differs() const { return device_a != device_b; }
 };
 

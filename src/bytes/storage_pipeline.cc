@@ -8,7 +8,7 @@
 #include "bytes/storage_reader.h"
 #include "ckptfix/error.h"
 #include "io/mapped_window.h"
-#include "verify/byte_checker.h"
+#include "bytes/byte_checker.h"
 #include "zip/crc32.h"
 
 namespace ckptfix {

@@ -14,6 +14,15 @@
 #include "cli/report.h"
 
 namespace ckptfix::cli {
+
+std::string_view status_name(OutcomeStatus status) {
+  switch (status) {
+    case OutcomeStatus::kOk: return "ok";
+    case OutcomeStatus::kUnchanged: return "unchanged";
+    case OutcomeStatus::kFailed: return "failed";
+  }
+  return "failed";
+}
 namespace {
 
 namespace fs = std::filesystem;
@@ -67,7 +76,7 @@ std::vector<Input> expand_inputs(const BatchArgs& args) {
 
 Outcome failed_outcome(const Input& input, const std::exception& e) {
   Outcome o;
-  o.status = "failed";
+  o.status = OutcomeStatus::kFailed;
   o.exit_code = kExitFailed;
   // Every failure names the input: an Error that knows no file gets it, and
   // anything else (which the library should never let out) becomes one.
@@ -83,7 +92,7 @@ Outcome failed_outcome(const Input& input, const std::exception& e) {
   o.exit_code = exit_code_for(err);
   o.doc["error_kind"] = to_string(err.kind());
   o.doc["path"] = input.path;
-  o.doc["status"] = "failed";
+  o.doc["status"] = status_name(OutcomeStatus::kFailed);
   o.doc["error"] = message;
   o.err = "ckptfix: error: " + message + "\n";
   return o;
@@ -108,7 +117,7 @@ BatchResult run_batch(const std::vector<Input>& inputs, const BatchArgs& args, c
       const Outcome& o = result.outcomes[next_to_print++];
       if (!args.json && !o.out.empty()) std::cout << o.out << std::flush;
       std::string err = o.err;
-      if (args.quiet && o.status != "failed") err.clear();
+      if (args.quiet && o.status != OutcomeStatus::kFailed) err.clear();
       if (!err.empty()) display.print(err);
     }
   };
@@ -146,9 +155,9 @@ BatchResult run_batch(const std::vector<Input>& inputs, const BatchArgs& args, c
   for (std::thread& t : threads) t.join();
 
   for (const Outcome& o : result.outcomes) {
-    if (o.status == "failed") {
+    if (o.status == OutcomeStatus::kFailed) {
       ++result.failed;
-    } else if (o.status == "unchanged") {
+    } else if (o.status == OutcomeStatus::kUnchanged) {
       ++result.unchanged;
     } else {
       ++result.ok;

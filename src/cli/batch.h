@@ -39,8 +39,13 @@ struct Input {
 std::vector<Input> expand_inputs(const BatchArgs& args);
 
 /// What one input produced.
+enum class OutcomeStatus { kOk, kUnchanged, kFailed };
+
+/// "ok", "unchanged", "failed": the JSON reports' names.
+std::string_view status_name(OutcomeStatus status);
+
 struct Outcome {
-  std::string status = "ok";  ///< ok | unchanged | failed
+  OutcomeStatus status = OutcomeStatus::kOk;
   int exit_code = 0;
   nlohmann::json doc;         ///< the input's object in the JSON report
   std::string out;            ///< text for stdout (not printed with --json)

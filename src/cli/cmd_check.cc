@@ -75,9 +75,9 @@ int run(const CheckArgs& args) {
       o.doc["violations"].push_back({{"where", v.where}, {"what", v.what}});
       o.out += shown_path + ": " + printable(v.where) + ": " + printable(v.what) + "\n";
     }
-    o.status = violations.empty() ? "ok" : "failed";
+    o.status = violations.empty() ? OutcomeStatus::kOk : OutcomeStatus::kFailed;
     o.exit_code = violations.empty() ? kExitOk : kExitFailed;
-    o.doc["status"] = o.status;
+    o.doc["status"] = status_name(o.status);
     if (violations.empty()) o.out = shown_path + ": ok\n";
     return o;
   });

@@ -68,8 +68,7 @@ int run(DiffArgs& args) {
       dtype_diffs += d.dtype_differs();
       shape_diffs += d.shape_differs();
       device_diffs += d.device_differs();
-      const bool same = !d.shape_differs() && d.mismatched == 0 && (args.options.ignore_dtype || !d.dtype_differs()) &&
-                        (args.options.ignore_device || !d.device_differs());
+      const bool same = d.equal;
       tensors.push_back({{"key", d.key},
                          {"equal", same},
                          {"dtype", {d.dtype_a, d.dtype_b}},

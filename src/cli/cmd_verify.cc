@@ -42,14 +42,7 @@ int run(const VerifyArgs& args) {
       Outcome o;
       o.doc = {{"path", input.path},
                {"status", "ok"},
-               {"verification",
-                {{"records", report.records},
-                 {"records_crc_checked", report.records_crc_checked},
-                 {"storages", report.storages},
-                 {"tensors", report.tensors},
-                 {"bytes", report.bytes},
-                 {"seconds", report.seconds},
-                 {"gpu", gpu_json(report.gpu)}}}};
+               {"verification", verification_json(report)}};
       o.out = printable(input.path) + ": ok: " + report.summary() + "\n";
       return o;
     } catch (const Error& e) {

@@ -147,7 +147,10 @@ nlohmann::json path_to_json(const Path& path) {
 
 nlohmann::json verification_json(const SaveResult& saved) {
   if (!saved.verification) return {{"status", "skipped"}, {"reason", "--no-verify"}};
-  const VerifyReport& v = *saved.verification;
+  return verification_json(*saved.verification);
+}
+
+nlohmann::json verification_json(const VerifyReport& v) {
   return {{"status", "ok"},
           {"records", v.records},
           {"records_crc_checked", v.records_crc_checked},

@@ -53,6 +53,8 @@ nlohmann::json path_to_json(const Path& path);
 
 /// The "verification" object of a written file's JSON report.
 nlohmann::json verification_json(const SaveResult& saved);
+/// A VerifyReport as every --json report shows it (verify and the writing commands alike).
+nlohmann::json verification_json(const VerifyReport& report);
 /// The "gpu" object: status, and reason or device, bytes, seconds.
 nlohmann::json gpu_json(const GpuReport& gpu);
 

@@ -1,5 +1,6 @@
 #include "cli/rewrite.h"
 
+#include <optional>
 #include <chrono>
 #include <cstdlib>
 #include <filesystem>
@@ -14,9 +15,10 @@
 #include "ckptfix/save.h"
 #include "ckptfix/verify.h"
 #include "cli/report.h"
-#include "write/save_seams.h"
 #ifdef CKPTFIX_FAULT_INJECTION
+// The test-only build reaches below the public API for its seams.
 #include "write/fault_injection.h"
+#include "write/save_seams.h"
 #endif
 
 namespace ckptfix::cli {
@@ -165,7 +167,18 @@ SaveSeams test_fault_seams() {
     throw usage("CKPTFIX_TEST_FAULT: " + e.message());
   }
 }
+
+SaveSeams g_seams;  // set once, before any input is written
 #endif
+
+// save(), or in the test-only build save() with the requested fault.
+SaveResult save_output(const Checkpoint& checkpoint, const std::filesystem::path& output, const SaveOptions& options) {
+#ifdef CKPTFIX_FAULT_INJECTION
+  return save_with_seams(checkpoint, output, options, g_seams);
+#else
+  return save(checkpoint, output, options);
+#endif
+}
 
 }  // namespace
 
@@ -223,19 +236,19 @@ void finish_cast_options(const std::string& dtype, const std::vector<std::string
 
 int run_rewrite(const std::string& command, const RewriteArgs& args, const PassOptions& passes) {
   SaveOptions save_options;
-  SaveSeams seams;  // none, but in the test-only build
   std::vector<Input> inputs;
   OpenOptions open;
+  std::optional<ValidPassOptions> valid_passes;  // checked once, before any input is read
   try {
     open = open_options(args.batch.limits);
     inputs = expand_inputs(args.batch);
     validate_outputs(args, inputs);
-    validate_pass_options(passes);
+    valid_passes = validate_pass_options(passes);
     save_options.verify = !args.no_verify;
     save_options.libtorch_pickle = passes.for_libtorch;
     save_options.verify_options.gpu = parse_gpu_mode(args.gpu);
 #ifdef CKPTFIX_FAULT_INJECTION
-    seams = test_fault_seams();
+    g_seams = test_fault_seams();
 #endif
     if (save_options.verify) require_gpu_if_asked(save_options.verify_options.gpu);
   } catch (const Error& e) {
@@ -249,7 +262,7 @@ int run_rewrite(const std::string& command, const RewriteArgs& args, const PassO
     o.doc = {{"path", input.path}, {"output", output.string()}};
     try {
       Checkpoint checkpoint = Checkpoint::open(input.path, open);
-      const PassReport report = apply_passes(checkpoint, passes);
+      const PassReport report = apply_passes(checkpoint, *valid_passes);
       std::vector<std::string> warnings = report.warnings;
       const std::vector<std::string> unknown = unknown_globals(checkpoint);
       if (!unknown.empty()) warnings.push_back(unknown_globals_warning(unknown));
@@ -259,7 +272,7 @@ int run_rewrite(const std::string& command, const RewriteArgs& args, const PassO
       // Nothing to change and nothing to convert: leave an in-place input alone.
       const bool needs_write = report.changed() || !args.in_place || checkpoint.format() != CheckpointFormat::kZip;
       if (!needs_write) {
-        o.status = "unchanged";
+        o.status = OutcomeStatus::kUnchanged;
         o.doc["changes"] = changes_json(report, nullptr);
         o.doc["verification"] = {{"status", "skipped"}, {"reason", "nothing was written"}};
         o.err += "ckptfix: " + printable(input.path) + ": nothing to change\n";
@@ -274,8 +287,8 @@ int run_rewrite(const std::string& command, const RewriteArgs& args, const PassO
           progress.update(done);
         };
         if (!output.parent_path().empty()) std::filesystem::create_directories(output.parent_path());
-        const SaveResult saved = save_with_seams(checkpoint, output, options, seams);
-        o.status = report.changed() ? "ok" : "unchanged";
+        const SaveResult saved = save_output(checkpoint, output, options);
+        o.status = report.changed() ? OutcomeStatus::kOk : OutcomeStatus::kUnchanged;
         o.doc["changes"] = changes_json(report, &saved);
         o.doc["verification"] = verification_json(saved);
         o.doc["bytes_written"] = saved.bytes;
@@ -288,7 +301,7 @@ int run_rewrite(const std::string& command, const RewriteArgs& args, const PassO
                  (saved.verification ? "verified: " + saved.verification->summary() : std::string("not verified (--no-verify)")) +
                  "\n";
       }
-      o.doc["status"] = o.status;
+      o.doc["status"] = status_name(o.status);
     } catch (Error& e) {
       e.in_file(input.path);  // pass errors know the key but not the file
       return failed_outcome(input, e);

@@ -173,8 +173,9 @@ DiffReport compare(const Checkpoint& a, const Checkpoint& b, const DiffOptions& 
       }
       compare_values(a, ta, b, tb, options, d);
     }
-    report.equal &= !d.shape_differs() && d.mismatched == 0 && (options.ignore_dtype || !d.dtype_differs()) &&
-                    (options.ignore_device || !d.device_differs());
+    d.equal = !d.shape_differs() && d.mismatched == 0 && (options.ignore_dtype || !d.dtype_differs()) &&
+              (options.ignore_device || !d.device_differs());
+    report.equal &= d.equal;
     report.tensors.push_back(std::move(d));
   }
   for (const std::string& key : keys_b) {

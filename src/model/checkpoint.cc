@@ -7,7 +7,6 @@
 #include "model/torch_objects.h"
 #include "pickle/global_policy.h"
 #include "pickle/unpickler.h"
-#include "bytes/storage_reader.h"
 
 namespace ckptfix {
 
@@ -115,36 +114,6 @@ std::vector<std::string> Checkpoint::record_names() const {
     for (const ZipEntry& e : impl_->zip->entries()) names.push_back(e.name);
   }
   return names;
-}
-
-void Checkpoint::read_storage(size_t storage, uint64_t offset, std::span<std::byte> out) const {
-  error_boundary(file_name(), [&] {
-    if (storage >= impl_->storages.size()) throw Error(ErrorKind::kInvalidArgument, "no storage " + std::to_string(storage));
-    const Storage& s = impl_->storages[storage];
-    StorageReader reader(*impl_->file, s);
-    reader.skip(offset);
-    if (reader.read(out) != out.size()) throw Error(ErrorKind::kInvalidArgument, "read past the end of storage '" + s.key + "'");
-  });
-}
-
-std::span<const std::byte> Checkpoint::map_storage(size_t storage) const {
-  const Storage& s = impl_->storages.at(storage);
-  if (s.source.encoding == StorageSource::Encoding::kMemory) return {s.source.memory, static_cast<size_t>(s.nbytes)};
-  if (s.source.encoding != StorageSource::Encoding::kStored || s.big_endian) return {};
-  return impl_->file->view(s.source.offset, s.nbytes, s.source.record);
-}
-
-std::shared_ptr<const void> Checkpoint::mapping_owner() const { return impl_->file; }
-
-Checkpoint::PrivateBytes Checkpoint::map_storage_private(size_t storage) const {
-  const Storage& s = impl_->storages.at(storage);
-  if (s.source.encoding != StorageSource::Encoding::kStored || s.big_endian || s.nbytes == 0) return {};
-  return error_boundary(file_name(), [&]() -> PrivateBytes {
-    impl_->file->view(s.source.offset, s.nbytes, s.source.record);  // in range, or Error(kCorrupt)
-    std::shared_ptr<std::byte> mapping = impl_->file->private_mapping();
-    if (!mapping) return {};
-    return {std::span(mapping.get() + s.source.offset, static_cast<size_t>(s.nbytes)), mapping};
-  });
 }
 
 }  // namespace ckptfix

@@ -1,7 +1,7 @@
 // GpuMode and GpuReport: what was asked of the GPU round trip and what it did.
 #include "ckptfix/error.h"
 #include "ckptfix/verify.h"
-#include "verify/gpu.h"
+#include "bytes/gpu.h"
 
 namespace ckptfix {
 

@@ -6,7 +6,7 @@
 #include "ckptfix/verify.h"
 #include "error_boundary.h"
 #include "io/input_file.h"
-#include "verify/byte_checker.h"
+#include "bytes/byte_checker.h"
 #include "verify/reparse.h"
 #include "zip/record_reader.h"
 #include "zip/zip_reader.h"

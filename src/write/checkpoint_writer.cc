@@ -13,7 +13,7 @@
 #include "io/mapped_window.h"
 #include "model/checkpoint_impl.h"
 #include "pickle/pickler.h"
-#include "verify/byte_checker.h"
+#include "bytes/byte_checker.h"
 #include "verify/verify_written.h"
 #include "write/save_seams.h"
 #include "bytes/storage_pipeline.h"

@@ -13,7 +13,7 @@
 #include "ckptfix/save.h"
 #include "ckptfix/verify.h"
 #include "test_support.h"
-#include "verify/gpu.h"
+#include "bytes/gpu.h"
 #include "verify/verify_written.h"
 #include "write/fault_injection.h"
 

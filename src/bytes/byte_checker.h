@@ -15,7 +15,7 @@
 
 #include "ckptfix/error.h"
 #include "ckptfix/verify.h"
-#include "verify/gpu.h"
+#include "bytes/gpu.h"
 
 namespace ckptfix {
 

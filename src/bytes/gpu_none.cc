@@ -1,6 +1,6 @@
 // The GPU round trip in a build without the CUDA Toolkit.
 #include "ckptfix/error.h"
-#include "verify/gpu.h"
+#include "bytes/gpu.h"
 
 namespace ckptfix {
 

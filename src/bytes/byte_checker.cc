@@ -1,4 +1,4 @@
-#include "verify/byte_checker.h"
+#include "bytes/byte_checker.h"
 
 #include <fcntl.h>
 #include <sys/stat.h>

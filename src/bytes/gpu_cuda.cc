@@ -5,7 +5,7 @@
 #include <string>
 
 #include "ckptfix/error.h"
-#include "verify/gpu.h"
+#include "bytes/gpu.h"
 
 namespace ckptfix {
 namespace {
