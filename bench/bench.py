@@ -11,6 +11,7 @@ page cache: this measures the tools, not the disk.
 
   /usr/bin/python3 bench/bench.py --sizes 1 --jobs convert          # quick
   /usr/bin/python3 bench/bench.py --sizes 0.5,1,2,4 --runs 5        # the table in docs/performance.md
+  /usr/bin/python3 bench/bench.py --baseline OLD/ckptfix --peers cp  # a change, before/after, in one run
 """
 import argparse
 import os
@@ -92,10 +93,12 @@ def timed(command, outputs=()):
     return wall, rss_kib / 1024
 
 
-def run_case(binary, job, src, workdir, runs, peers):
+def run_case(binary, job, src, workdir, runs, peers, baseline=None):
     dst = os.path.join(workdir, "out.pt")
     copy = os.path.join(workdir, "copy.pt")
     commands = {"ckptfix": ckptfix_command(binary, job, src, dst)}
+    if baseline:
+        commands["baseline"] = ckptfix_command(baseline, job, src, dst)
     if "cp" in peers and job not in ("inspect", "verify"):
         commands["cp"] = ["cp", src, copy]
     if "torch" in peers:
@@ -111,10 +114,10 @@ def run_case(binary, job, src, workdir, runs, peers):
     # Ratios pair by pair (runs of one round follow each other), then the
     # median: robust to the machine's speed drifting between rounds.
     ratios = {}
-    for peer in ("cp", "torch"):
+    for peer in ("cp", "torch", "baseline"):
         if peer in results:
             a, b = results["ckptfix"], results[peer]
-            ratios[peer] = statistics.median((x[0] / y[0]) if peer == "cp" else (y[0] / x[0]) for x, y in zip(a, b))
+            ratios[peer] = statistics.median((y[0] / x[0]) if peer == "torch" else (x[0] / y[0]) for x, y in zip(a, b))
     return summary, ratios
 
 
@@ -172,6 +175,8 @@ def main():
     parser.add_argument("--workdir", default=None, help="where to generate files (default: a temp dir)")
     parser.add_argument("--no-prefault", action="store_true", help="skip touching free memory first (see prefault_memory)")
     parser.add_argument("--batch", type=int, default=0, help="also time N small files with --jobs 1 and 2")
+    parser.add_argument("--baseline", default=None,
+                        help="another ckptfix binary (e.g. the last release) run in the same rounds: adds ckptfix/baseline")
     args = parser.parse_args()
     if not args.no_prefault:
         prefault_memory()
@@ -179,22 +184,26 @@ def main():
     workdir = args.workdir or tempfile.mkdtemp(prefix="ckptfix-bench-")
     os.makedirs(workdir, exist_ok=True)
     print(f"# machine: {os.cpu_count()} cores; {subprocess.run(['uname', '-srm'], capture_output=True, text=True).stdout.strip()}")
-    print("| job | size | ckptfix s | cp s | torch s | ckptfix/cp | torch/ckptfix | ckptfix peak MiB | torch peak MiB |")
-    print("|---|---|---|---|---|---|---|---|---|")
+    extra_head = " baseline s | ckptfix/baseline | baseline peak MiB |" if args.baseline else ""
+    print("| job | size | ckptfix s | cp s | torch s | ckptfix/cp | torch/ckptfix | ckptfix peak MiB | torch peak MiB |"
+          + extra_head)
+    print("|---|---|---|---|---|---|---|---|---|" + ("---|---|---|" if args.baseline else ""))
     try:
         for size in [float(s) for s in args.sizes.split(",")]:
             src = os.path.join(workdir, f"src-{size}g.pt")
             if not os.path.exists(src):
                 generate(src, size)
             for job in args.jobs.split(","):
-                r, ratios = run_case(args.ckptfix, job, src, workdir, args.runs, peers)
+                r, ratios = run_case(args.ckptfix, job, src, workdir, args.runs, peers, args.baseline)
                 ck, ck_mem = r["ckptfix"]
                 cp = r.get("cp", (None, None))[0]
                 th, th_mem = r.get("torch", (None, None))
                 fmt = lambda x, f="{:.3f}": "-" if x is None else f.format(x)
                 print(f"| {job} | {size:g} GiB | {fmt(ck)} | {fmt(cp)} | {fmt(th)} | "
                       f"{fmt(ratios.get('cp'), '{:.2f}x')} | {fmt(ratios.get('torch'), '{:.1f}x')} | "
-                      f"{ck_mem:.0f} | {fmt(th_mem, '{:.0f}')} |", flush=True)
+                      f"{ck_mem:.0f} | {fmt(th_mem, '{:.0f}')} |" +
+                      (f" {fmt(r['baseline'][0])} | {fmt(ratios.get('baseline'), '{:.3f}x')} | {r['baseline'][1]:.0f} |"
+                       if args.baseline else ""), flush=True)
         if args.batch:
             print()
             print("| batch | --jobs 1 s | --jobs 2 s | speed-up |")

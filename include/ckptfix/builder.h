@@ -16,18 +16,18 @@ namespace ckptfix {
 struct StorageSpec {
   const std::byte* data = nullptr;  ///< kept alive by the caller until the checkpoint is written
   uint64_t nbytes = 0;
-  DType dtype = DType::kFloat32;
+  DType dtype = DType::kFloat32;  ///< the element type of the bytes
   std::string location = "cpu";  ///< the saved location tag ("cpu", "cuda:0", ...)
 };
 
 /// One state-dict entry.
 struct TensorSpec {
-  std::string key;
+  std::string key;  ///< the state-dict key
   size_t storage = 0;  ///< index into the StorageSpec list
   int64_t storage_offset = 0;
   std::vector<int64_t> shape;
   std::vector<int64_t> stride;
-  bool requires_grad = false;
+  bool requires_grad = false;  ///< torch.nn.Parameter-style requires_grad
 };
 
 /// An OrderedDict state dict as the newest torch.save writes it (per tensor

@@ -27,6 +27,7 @@
 
 namespace ckptfix {
 
+/// The library's private state behind a Checkpoint.
 struct CheckpointImpl;
 
 /// The container format of a checkpoint file.
@@ -40,12 +41,13 @@ std::string_view format_name(CheckpointFormat format);
 
 /// Where a storage's bytes are in the input file.
 struct StorageSource {
+  /// How a storage's bytes are held.
   enum class Encoding {
     kStored,    ///< raw bytes at offset in the file
     kDeflated,  ///< a deflated zip record at offset
     kMemory,    ///< raw bytes at `memory` (a checkpoint built in memory, e.g. from LibTorch tensors)
   };
-  Encoding encoding = Encoding::kStored;
+  Encoding encoding = Encoding::kStored;  ///< how the bytes are stored
   const std::byte* memory = nullptr;  ///< kMemory: the bytes (owned by whoever built the checkpoint)
   uint64_t offset = 0;         ///< file offset of the first (possibly compressed) byte
   uint64_t length = 0;         ///< bytes at offset (compressed length when deflated)
@@ -81,7 +83,7 @@ struct TensorInfo {
   int64_t storage_offset = 0;  ///< in elements
   std::vector<int64_t> shape;
   std::vector<int64_t> stride;  ///< in elements
-  bool requires_grad = false;
+  bool requires_grad = false;  ///< requires_grad as saved
   bool parameter = false;    ///< wrapped in torch.nn.Parameter
   TensorKind kind = TensorKind::kDense;  ///< how torch rebuilds it
 
@@ -147,12 +149,14 @@ class TableView {
   /// Iterates the elements in order.
   class iterator {
    public:
-    using value_type = T;
-    using difference_type = std::ptrdiff_t;
+    using value_type = T;  ///< for standard algorithms
+    using difference_type = std::ptrdiff_t;  ///< for standard algorithms
     iterator(const TableView* view, size_t i) : view_(view), i_(i) {}
+    /// The element.
     const T& operator*() const { return (*view_)[i_]; }
     const T* operator->() const { return &(*view_)[i_]; }
     iterator& operator++() { ++i_; return *this; }
+    /// Whether two iterators are at the same element.
     bool operator==(const iterator& other) const { return i_ == other.i_; }
     bool operator!=(const iterator& other) const { return i_ != other.i_; }
 
@@ -208,7 +212,7 @@ struct ReadLimits {
 
 /// Options for opening a checkpoint.
 struct OpenOptions {
-  ReadLimits limits;
+  ReadLimits limits;  ///< what reading the file may cost at most
 };
 
 /// An opened checkpoint. Movable, not copyable.

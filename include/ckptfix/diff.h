@@ -12,11 +12,12 @@
 
 namespace ckptfix {
 
+/// What counts as a difference, and how keys are matched.
 struct DiffOptions {
   /// Values are equal when |a - b| <= atol + rtol * |b| (torch.allclose's
   /// rule, with NaN equal to NaN); both 0 means exact.
   double atol = 0;
-  double rtol = 0;
+  double rtol = 0;  ///< relative tolerance (see atol)
   /// Match keys ignoring this prefix at the start of every path element.
   std::optional<std::string> strip_prefix;
   /// Match keys ignoring any chain of known wrapper prefixes (module., _orig_mod., ...).
@@ -24,7 +25,7 @@ struct DiffOptions {
   /// Do not count dtype (or device) differences as differences; values are
   /// still compared, in float64.
   bool ignore_dtype = false;
-  bool ignore_device = false;
+  bool ignore_device = false;  ///< see ignore_dtype
   /// Elements the comparison may read, in all: each tensor's elements, the
   /// span a strided view reads, and what inflating a deflated storage up to
   /// a view's offset costs. It bounds files whose views repeat or overlap
@@ -37,9 +38,9 @@ struct DiffOptions {
 /// How one tensor present in both files compares.
 struct TensorDiff {
   std::string key;  ///< the matched key ('/'-separated path, prefixes removed)
-  std::string dtype_a, dtype_b;
+  std::string dtype_a, dtype_b;  ///< element types (dtype_name) in A and B
   std::vector<int64_t> shape_a, shape_b;
-  std::string device_a, device_b;
+  std::string device_a, device_b;  ///< saved locations in A and B
   uint64_t numel = 0;
   uint64_t mismatched = 0;  ///< elements outside the tolerance
   double max_abs_diff = 0;  ///< over elements where both are numbers
@@ -53,9 +54,10 @@ struct TensorDiff {
   bool device_differs() const { return device_a != device_b; }
 };
 
+/// How two checkpoints compare.
 struct DiffReport {
-  std::vector<std::string> only_in_a;
-  std::vector<std::string> only_in_b;
+  std::vector<std::string> only_in_a;  ///< keys only A has, in its order
+  std::vector<std::string> only_in_b;  ///< keys only B has, in its order
   std::vector<TensorDiff> tensors;  ///< every key both have, in A's order
   bool equal = true;                ///< no difference that counts under the options
 };

@@ -47,6 +47,7 @@ class Error : public std::exception {
  public:
   Error(ErrorKind kind, std::string message);
 
+  /// What kind of failure this is (the exit code and JSON name follow from it).
   ErrorKind kind() const noexcept { return kind_; }
   /// The bare message, without file or location.
   const std::string& message() const noexcept { return message_; }

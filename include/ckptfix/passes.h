@@ -64,14 +64,14 @@ struct PassOptions {
 
 /// A key renamed in one dict.
 struct KeyRename {
-  Path dict;
-  std::string from;
-  std::string to;
+  Path dict;  ///< the dict, from the root
+  std::string from;  ///< the key before
+  std::string to;  ///< the key after
 };
 
 /// What the passes did (filled further by the writer for cast statistics).
 struct PassReport {
-  std::vector<KeyRename> renames;
+  std::vector<KeyRename> renames;  ///< every key renamed, in order
   /// Wrapper prefixes removed by --auto, per dict path ("state_dict: module.").
   std::vector<std::string> auto_stripped;
   /// Storages whose location changed, as "from -> to" with counts.
@@ -93,6 +93,7 @@ struct PassReport {
   /// The state dict was rewritten as a plain dict for LibTorch.
   bool for_libtorch = false;
 
+  /// Whether any pass changed anything (else the output would equal the input).
   bool changed() const {
     return extracted.has_value() || for_libtorch || !renames.empty() || storages_retagged > 0 || storages_cast > 0;
   }

@@ -32,7 +32,7 @@ struct SaveOptions {
   /// Verify the finished temporary file before it replaces anything
   /// (see verify.h). Off only on request.
   bool verify = true;
-  VerifyOptions verify_options;
+  VerifyOptions verify_options;  ///< what verification does (GPU round trip, limits)
 };
 
 /// One storage as written: where it went and what it holds.
@@ -51,19 +51,19 @@ struct WrittenStorage {
 /// What a write produced.
 struct SaveResult {
   uint64_t bytes = 0;  ///< size of the output file
-  std::string archive_root;
+  std::string archive_root;  ///< the root folder written
   std::vector<WrittenStorage> storages;  ///< in output order
   /// Every record written, in order, with offsets (for verification).
   struct Record {
-    std::string name;
+    std::string name;  ///< the record name
     uint64_t data_offset = 0;
     uint64_t size = 0;
     uint32_t crc32 = 0;
     uint64_t hash = 0;  ///< XXH3-64 of the bytes meant to be written (when has_hash)
-    bool has_hash = true;
+    bool has_hash = true;  ///< false: copied unchanged, checked by CRC-32 only
     bool read_back = false;  ///< its bytes were already read back and checked while writing
   };
-  std::vector<Record> records;
+  std::vector<Record> records;  ///< every record written, in order
   /// What verification checked (empty when it was turned off).
   std::optional<VerifyReport> verification;
   /// The GPU round trip done while reading records back during the write.

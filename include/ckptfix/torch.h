@@ -18,7 +18,7 @@
 #include <ATen/ATen.h>
 
 namespace torch::nn {
-class Module;
+class Module;  ///< LibTorch's module (declared here so that this header needs only ATen)
 }
 
 namespace ckptfix::torch {

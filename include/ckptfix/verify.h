@@ -39,8 +39,9 @@ GpuMode parse_gpu_mode(const std::string& text);
 /// Progress of long work: (phase, bytes done, bytes total).
 using ProgressCallback = std::function<void(std::string_view phase, uint64_t done, uint64_t total)>;
 
+/// How to verify.
 struct VerifyOptions {
-  GpuMode gpu = GpuMode::kAuto;
+  GpuMode gpu = GpuMode::kAuto;  ///< whether to run the GPU round trip
   ProgressCallback progress;  ///< phase "verifying"
   /// How verify_file opens the file (its limits). save() re-opens a written
   /// file with the limits the intended checkpoint was opened with.
@@ -49,16 +50,17 @@ struct VerifyOptions {
 
 /// What the GPU round trip did.
 struct GpuReport {
+  /// Whether the round trip ran.
   enum class Status {
     kOk,       ///< it ran
     kSkipped,  ///< GpuMode::kAuto and no usable device (see reason)
     kOff,      ///< GpuMode::kOff
   };
-  Status status = Status::kOff;
+  Status status = Status::kOff;  ///< what happened
   std::string reason;          ///< why it was skipped
   std::string device;          ///< e.g. "NVIDIA A100 (cuda:0)"
   uint64_t bytes = 0;          ///< bytes copied to the device (and back)
-  double seconds = 0;
+  double seconds = 0;  ///< time the round trip took
 };
 
 /// "ok", "skipped" or "off", as reports print a GpuReport::Status.
@@ -74,8 +76,8 @@ struct VerifyReport {
   uint64_t storages = 0;            ///< storages whose bytes were checked
   uint64_t tensors = 0;             ///< tensor positions compared
   uint64_t bytes = 0;               ///< bytes read back and hashed
-  double seconds = 0;
-  GpuReport gpu;
+  double seconds = 0;  ///< time verification took
+  GpuReport gpu;  ///< the GPU round trip
 
   /// One line for people, e.g. "read back 12 records (CRC-32 and XXH3 as
   /// written), 9 tensors as intended; GPU round trip skipped: no CUDA device".

@@ -15,6 +15,7 @@
 
 namespace ckptfix {
 
+/// What the default torch.load (weights_only=True) would do with a checkpoint.
 struct WeightsOnlyVerdict {
   /// True when torch 2.14's torch.load(weights_only=True) loads the file.
   bool loads = true;
