@@ -55,6 +55,17 @@ struct PassOptions {
   /// Keys (fnmatch globs, e.g. "*running_var") whose tensors keep their type.
   std::vector<std::string> keep;
 
+  /// Rewrite every value torch's default load (weights_only=True) refuses
+  /// into the plain data it stands for: namespaces -> dicts, numpy scalars,
+  /// dtypes and arrays -> Python numbers, names and tensors, paths -> str,
+  /// pickled nn.Modules -> their state_dict() (docs/cli.md, "weights-only").
+  /// Runs first, so the other passes see the result. A value of any other
+  /// class outside torch's allowlist fails the input (Error kUnsupported,
+  /// naming every such class) unless `drop_unknown`.
+  bool weights_only = false;
+  /// With weights_only: replace the values no rule knows with None (reported).
+  bool drop_unknown = false;
+
   /// Make the file readable by LibTorch's torch::jit::pickle_load: the state
   /// dict (the root, the only one, or the single --key) becomes the root as
   /// a plain dict (no OrderedDict, no _metadata, Parameters unwrapped), and
@@ -69,9 +80,18 @@ struct KeyRename {
   std::string to;  ///< the key after
 };
 
+/// A value the weights_only repair rewrote.
+struct ValueChange {
+  Path path;           ///< where it is, from the root (the first path the repair met it at)
+  std::string was;     ///< "argparse.Namespace", "numpy.float64 scalar", ...
+  std::string became;  ///< "dict", "float", "tensor float32 [2,3]", "None (drop_unknown)", ...
+};
+
 /// What the passes did (filled further by the writer for cast statistics).
 struct PassReport {
   std::vector<KeyRename> renames;  ///< every key renamed, in order
+  /// Values the weights_only repair rewrote, in walk order.
+  std::vector<ValueChange> repaired;
   /// Wrapper prefixes removed by --auto, per dict path ("state_dict: module.").
   std::vector<std::string> auto_stripped;
   /// Storages whose location changed, as "from -> to" with counts.
@@ -95,7 +115,8 @@ struct PassReport {
 
   /// Whether any pass changed anything (else the output would equal the input).
   bool changed() const {
-    return extracted.has_value() || for_libtorch || !renames.empty() || storages_retagged > 0 || storages_cast > 0;
+    return extracted.has_value() || for_libtorch || !renames.empty() || !repaired.empty() || storages_retagged > 0 ||
+           storages_cast > 0;
   }
 };
 

@@ -79,6 +79,10 @@ int run(const CheckArgs& args) {
     o.exit_code = violations.empty() ? kExitOk : kExitFailed;
     o.doc["status"] = status_name(o.status);
     if (violations.empty()) o.out = shown_path + ": ok\n";
+    const bool refused_by_torch = o.doc.contains("weights_only") && !o.doc["weights_only"]["loads"].get<bool>();
+    if (refused_by_torch && !violations.empty()) {
+      o.err += "ckptfix: hint: 'ckptfix weights-only " + shown_path + " -o OUT' rewrites what torch.load refuses\n";
+    }
     return o;
   });
   return finish_batch("check", args.batch, result);

@@ -24,6 +24,7 @@ CommandRun register_convert(CLI::App& app) {
   cmd->add_option("--key", args->passes.keys,
                   "With --for-libtorch: the state dict to write (default: the root, or the only one)")
       ->allow_extra_args(false);
+  add_weights_only_options(cmd, args->passes, true);
   return [args] {
     if (!args->passes.keys.empty() && !args->passes.for_libtorch) {
       print_error(Error(ErrorKind::kInvalidArgument, "convert --key goes with --for-libtorch"));

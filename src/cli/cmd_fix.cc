@@ -26,6 +26,7 @@ CommandRun register_fix(CLI::App& app) {
   add_remap_options(cmd, args->passes, args->maps);
   add_cast_options(cmd, args->dtype, args->from, args->passes, false);
   add_key_option(cmd, args->passes);
+  add_weights_only_options(cmd, args->passes, true);
   return [args] {
     PassOptions passes = args->passes;
     try {

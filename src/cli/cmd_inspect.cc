@@ -127,7 +127,9 @@ void print_human(const Checkpoint& ck, const nlohmann::json& doc, std::ostream& 
   }
   out << "\n  globals:";
   for (const GlobalRef& g : ck.globals()) out << "\n    " << printable(g.dotted()) << "  (" << global_kind_description(g.kind) << ")";
-  out << "\n  default torch.load (weights_only, torch >= 2.6): " << describe(weights_only_verdict(ck)) << "\n";
+  const WeightsOnlyVerdict verdict = weights_only_verdict(ck);
+  out << "\n  default torch.load (weights_only, torch >= 2.6): " << describe(verdict) << "\n";
+  if (!verdict.loads) out << "  fix: ckptfix weights-only FILE -o OUT rewrites what it refuses into plain data\n";
 
   // The tensor table, columns sized to their contents.
   std::vector<std::array<std::string, 7>> rows;

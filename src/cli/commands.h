@@ -20,5 +20,6 @@ CommandRun register_fix(CLI::App& app);
 CommandRun register_verify(CLI::App& app);
 CommandRun register_diff(CLI::App& app);
 CommandRun register_check(CLI::App& app);
+CommandRun register_weights_only(CLI::App& app);
 
 }  // namespace ckptfix::cli

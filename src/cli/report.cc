@@ -42,6 +42,8 @@ constexpr std::pair<std::string_view, std::string_view> kFlagOfOption[] = {
     {"cast_from", "--from"},
     {"keep", "--keep"},
     {"for_libtorch", "--for-libtorch"},
+    {"weights_only", "--weights-only"},
+    {"drop_unknown", "--drop-unknown"},
     {"allow_globals", "--allow-global"},
     {"no_prefixes", "--no-prefix"},
     {"gpu", "--gpu"},

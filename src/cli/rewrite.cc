@@ -70,6 +70,10 @@ void validate_outputs(const RewriteArgs& args, const std::vector<Input>& inputs)
 // One line per kind of change, for people.
 std::vector<std::string> describe(const PassReport& report, const SaveResult* saved) {
   std::vector<std::string> lines;
+  for (const ValueChange& c : report.repaired) {
+    lines.push_back((c.path.empty() ? std::string("<root>") : path_to_string(c.path)) + ": " + c.was + " -> " +
+                    c.became);
+  }
   if (report.extracted) lines.push_back("extracted '" + *report.extracted + "'");
   if (report.for_libtorch) lines.push_back("state dict written as a plain dict for LibTorch");
   if (!report.renames.empty()) {
@@ -119,7 +123,12 @@ nlohmann::json changes_json(const PassReport& report, const SaveResult* saved) {
   }
   nlohmann::json dicts = nlohmann::json::array();
   for (const Path& p : report.dicts) dicts.push_back(path_to_json(p));
-  return {{"extracted", report.extracted ? nlohmann::json(*report.extracted) : nlohmann::json()},
+  nlohmann::json repaired = nlohmann::json::array();
+  for (const ValueChange& c : report.repaired) {
+    repaired.push_back({{"path", path_to_json(c.path)}, {"was", c.was}, {"became", c.became}});
+  }
+  return {{"repaired", repaired},
+          {"extracted", report.extracted ? nlohmann::json(*report.extracted) : nlohmann::json()},
           {"for_libtorch", report.for_libtorch},
           {"dicts", dicts},
           {"keys_renamed", report.renames.size()},

@@ -28,6 +28,8 @@ struct RewriteArgs {
 void add_rewrite_options(CLI::App* cmd, RewriteArgs& args);
 /// Adds --key PATH (repeatable).
 void add_key_option(CLI::App* cmd, PassOptions& passes);
+/// --weights-only (when `with_switch`; the weights-only command implies it) and --drop-unknown.
+void add_weights_only_options(CLI::App* cmd, PassOptions& passes, bool with_switch);
 /// Adds --to and --map FROM=TO.
 void add_remap_options(CLI::App* cmd, PassOptions& passes, std::vector<std::string>& maps);
 /// Adds --dtype, --from, --keep (the dtype strings are parsed by finish_cast_options).

@@ -3,6 +3,7 @@
 // Library users see it only through the read-only views of checkpoint.h.
 #pragma once
 
+#include <deque>
 #include <memory>
 #include <string>
 #include <unordered_map>
@@ -74,6 +75,9 @@ struct CheckpointImpl {
   std::unordered_set<std::string> global_names;  // of `globals`, to record each once
   OpcodeSet opcodes;
   ReadLimits limits;
+  /// Bytes of storages the passes made (numpy arrays turned into tensors),
+  /// which kMemory sources point into; a deque, so they never move.
+  std::deque<std::string> owned_bytes;
 
   /// The on_global hook of the readers: refuses a known gadget (Error
   /// kUnsafe), and records any other global the first time it is seen.

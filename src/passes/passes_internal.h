@@ -8,6 +8,9 @@
 
 namespace ckptfix {
 
+/// Rewrites what torch's default weights_only load refuses (weights_only.cc).
+void make_weights_only(Checkpoint& checkpoint, const PassOptions& options, PassReport& report);
+
 /// Retags the locations of the given storages (--to, or --map entries).
 void remap_devices(Checkpoint& checkpoint, const std::vector<size_t>& storages, const PassOptions& options,
                    PassReport& report);

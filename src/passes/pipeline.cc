@@ -23,6 +23,7 @@ void check_pass_options(const PassOptions& options) {
     validate_device(from);
     validate_device(to);
   }
+  if (options.drop_unknown && !options.weights_only) throw usage("`drop_unknown` goes with `weights_only`");
   if (options.cast_to && !is_cast_type(*options.cast_to)) {
     throw usage("cannot cast to " + std::string(dtype_name(*options.cast_to)) +
                 ": the target must be float16, bfloat16, float32, float64, float8_e4m3fn or float8_e5m2");
@@ -53,6 +54,9 @@ void check_pass_options(const PassOptions& options) {
 PassReport run_passes(Checkpoint& checkpoint, const PassOptions& options) {
   CheckpointImpl& impl = impl_of(checkpoint);
   PassReport report;
+  // 0. weights-only repair: the other passes see plain data (a pickled
+  // module is now its state dict, which --key and the renames can name).
+  if (options.weights_only) make_weights_only(checkpoint, options, report);
   // 0. extract: what the user keeps becomes the root; the writer then
   // writes only the storages still reachable.
   if (options.extract) {

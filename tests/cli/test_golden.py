@@ -116,6 +116,15 @@ def make_calls_global(dst, module, name):
     m.checkpoint(dst, pickle)
 
 
+def make_object_of(dst, module, name):
+    """object-of DST MODULE NAME: a zip checkpoint whose pickle is a MODULE.NAME object made as pickle makes a
+    plain class's instances, NEWOBJ then BUILD({'a': 'x'}) (never run here)"""
+    m = make_attacks
+    pickle = (m.proto(2) + m.global_op(module, name) + m.EMPTY_TUPLE + b'\x81' + m.EMPTY_DICT + m.unicode_op('a') +
+              m.unicode_op('x') + m.SETITEM + m.BUILD + m.STOP)
+    m.checkpoint(dst, pickle)
+
+
 def make_text(dst, text):
     """text DST TEXT: a file holding TEXT and a newline"""
     cs.write(dst, text.encode() + b'\n')
@@ -133,6 +142,7 @@ GENERATORS = {
     'attack': make_attack,
     'state-dict': make_state_dict,
     'calls-global': make_calls_global,
+    'object-of': make_object_of,
     'text': make_text,
     'dir': make_dir,
 }

@@ -1,0 +1,103 @@
+// The weights-only repair: rewrites every value that torch's default
+// weights_only load refuses into the plain data it stands for, without
+// running anything (docs/cli.md, "weights-only", has the table).
+//
+// The graph is walked from the root; each value whose class is outside
+// torch's allowlist is rewritten in place (so values shared by several
+// paths stay shared), then the walk goes on into what it became. A value
+// no rule knows is refused, or with drop_unknown replaced by None.
+#include <algorithm>
+#include <map>
+#include <unordered_set>
+
+#include "ckptfix/error.h"
+#include "model/graph_walk.h"
+#include "passes/passes_internal.h"
+#include "passes/weights_only_rules.h"
+#include "pickle/global_policy.h"
+
+namespace ckptfix {
+namespace {
+
+// The class a value is an instance of, when it has one: the callable of an
+// object (REDUCE, NEWOBJ), or a bare global.
+const Value* class_of(const Value& v) {
+  if (v.kind == ValueKind::kGlobal) return &v;
+  if (v.kind == ValueKind::kObject && v.callable() != nullptr && v.callable()->kind == ValueKind::kGlobal) {
+    return v.callable();
+  }
+  return nullptr;
+}
+
+bool allowed(const Value& global) {
+  return classify_global(global.text, global.name()).kind == GlobalKind::kWeightsOnly;
+}
+
+// For tensors whose Parameter wrapper the repair made unreachable (a module
+// became its state_dict(), which holds the detached tensors): the tensor's
+// position is now the plain tensor, as torch's state_dict() gives it.
+void unwrap_unreachable_parameters(CheckpointImpl& impl) {
+  std::unordered_set<const Value*> reachable;
+  walk_checkpoint(impl, impl.root, [&](Value& v, const Path&) { return reachable.insert(&v).second; });
+  for (size_t i = 0; i < impl.tensors.size(); ++i) {
+    Tensor& t = impl.tensors[i];
+    if (!t.parameter || reachable.count(t.value) != 0) continue;
+    impl.tensor_by_value.erase(t.value);
+    t.value = t.rebuild;
+    t.parameter = false;
+    const auto& a = t.rebuild->args()->items;
+    const size_t grad = t.rebuild->is_call_to("torch._utils", "_rebuild_qtensor") ? 5 : 4;
+    t.requires_grad = a.size() > grad && a[grad]->kind == ValueKind::kBool && a[grad]->boolean;
+  }
+}
+
+}  // namespace
+
+void make_weights_only(Checkpoint& checkpoint, const PassOptions& options, PassReport& report) {
+  CheckpointImpl& impl = impl_of(checkpoint);
+  RepairContext ctx{impl, report.repaired, {}};
+  struct Refused {
+    std::string path;
+    std::string global;
+  };
+  std::vector<Refused> refused;
+  walk_checkpoint(impl, impl.root, [&](Value& v, const Path& path) {
+    const Value* cls = class_of(v);
+    if (cls == nullptr || allowed(*cls)) return true;
+    if (repair_value(ctx, v, path)) return true;  // go on into what it became
+    const std::string where = path.empty() ? "<root>" : path_to_string(path);
+    if (!options.drop_unknown) {
+      refused.push_back({where, cls->dotted()});
+      return false;
+    }
+    report.repaired.push_back({path, cls->dotted() + " object", "None (drop_unknown)"});
+    v.reset(ValueKind::kNone);
+    return false;
+  });
+  if (!refused.empty()) {
+    std::string list;
+    std::map<std::string, std::string> first_path;  // each global once, at its first path
+    for (const Refused& r : refused) first_path.emplace(r.global, r.path);
+    for (const auto& [global, where] : first_path) list += (list.empty() ? "" : ", ") + global + " (at '" + where + "')";
+    throw Error(ErrorKind::kUnsupported,
+                "values of classes outside torch's weights_only allowlist that no rewrite rule knows: " + list +
+                    "; `drop_unknown` replaces them with None");
+  }
+  unwrap_unreachable_parameters(impl);
+}
+
+}  // namespace ckptfix
+
+namespace ckptfix {
+
+void become_str(Value& v, std::string text) {
+  v.reset(ValueKind::kStr);
+  v.text = std::move(text);
+}
+
+bool repair_value(RepairContext& ctx, Value& v, const Path& path) {
+  return repair_python_value(ctx, v, path) || repair_numpy_value(ctx, v, path) || repair_module(ctx, v, path) ||
+         repair_omegaconf(ctx, v, path) || repair_enum_member(ctx, v, path);
+}
+
+}  // namespace ckptfix

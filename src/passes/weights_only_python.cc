@@ -1,0 +1,106 @@
+// Rules of the weights-only repair for Python's own classes: namespaces
+// become dicts, paths become strings.
+#include <string_view>
+
+#include "passes/weights_only_rules.h"
+
+namespace ckptfix {
+namespace {
+
+bool is_path_class(const Value& cls) {
+  // pathlib.PosixPath, ..., and pathlib._local.PosixPath (Python >= 3.13).
+  const std::string_view module = cls.text;
+  if (module != "pathlib" && module.rfind("pathlib.", 0) != 0) return false;
+  const std::string& n = cls.name();
+  return n == "PosixPath" || n == "WindowsPath" || n == "PurePosixPath" || n == "PureWindowsPath" || n == "Path" ||
+         n == "PurePath";
+}
+
+// str(path) from the parts PurePath.__reduce__ gives: the anchor ("/",
+// "C:\\") and the names, joined by the flavour's separator.
+std::string path_text(const Value& cls, const std::vector<Value*>& parts) {
+  const bool windows = cls.name().find("Windows") != std::string::npos;
+  const char sep = windows ? '\\' : '/';
+  std::string out;
+  for (size_t i = 0; i < parts.size(); ++i) {
+    const std::string& p = parts[i]->text;
+    if (!out.empty() && out.back() != sep && !(windows && out.back() == '/')) out += sep;
+    out += p;
+  }
+  return out.empty() ? "." : out;
+}
+
+}  // namespace
+
+bool repair_python_value(RepairContext& ctx, Value& v, const Path& path) {
+  if (v.kind != ValueKind::kObject) return false;
+  const Value& cls = *v.callable();
+  if (cls.is_global("argparse", "Namespace") || cls.is_global("types", "SimpleNamespace")) {
+    // NEWOBJ or REDUCE with no arguments, then BUILD(attributes): the
+    // attributes, in their order, are the dict.
+    if (v.args() != nullptr && !v.args()->items.empty()) return false;
+    std::vector<std::pair<Value*, Value*>> attributes;
+    for (const Value* state : v.states()) {
+      const Value* dict = state;
+      if (state->kind == ValueKind::kTuple && !state->items.empty()) dict = state->items[0];
+      if (dict->kind != ValueKind::kDict) return false;
+      for (const auto& entry : dict->entries()) attributes.push_back(entry);
+    }
+    const std::string was = cls.dotted();
+    v.reset(ValueKind::kDict);
+    v.entries() = std::move(attributes);
+    ctx.changes.push_back({path, was, "dict"});
+    return true;
+  }
+  if (is_path_class(cls)) {
+    if (v.args() == nullptr || !v.states().empty()) return false;
+    for (const Value* part : v.args()->items) {
+      if (part->kind != ValueKind::kStr) return false;
+    }
+    const std::string was = cls.dotted();
+    become_str(v, path_text(cls, v.args()->items));
+    ctx.changes.push_back({path, was, "str '" + v.text + "'"});
+    return true;
+  }
+  return false;
+}
+
+}  // namespace ckptfix
+
+namespace ckptfix {
+
+bool repair_enum_member(RepairContext& ctx, Value& v, const Path& path) {
+  // Enum.__reduce_ex__ gives (cls, (value,)): a REDUCE of the class with its
+  // member's value, and no state. A plain object pickles as NEWOBJ + BUILD
+  // instead, so this shape is an Enum member (or a class that pickles as
+  // one): it becomes the value, as member.value gives it.
+  if (v.kind != ValueKind::kObject || v.creation() != ObjectCreation::kReduce || !v.states().empty() ||
+      !v.items.empty() || v.has_parts() == false || !v.entries().empty() || v.args() == nullptr ||
+      v.args()->items.size() != 1) {
+    return false;
+  }
+  Value* value = v.args()->items[0];
+  switch (value->kind) {
+    case ValueKind::kStr:
+    case ValueKind::kInt:
+    case ValueKind::kBigInt:
+    case ValueKind::kFloat:
+    case ValueKind::kBool:
+    case ValueKind::kNone: break;
+    default: return false;
+  }
+  const std::string was = v.callable()->dotted();
+  Value copy;
+  copy.kind = value->kind;
+  copy.boolean = value->boolean;
+  copy.integer = value->integer;
+  copy.text = value->text;
+  v.reset(copy.kind);
+  v.boolean = copy.boolean;
+  v.integer = copy.integer;
+  v.text = std::move(copy.text);
+  ctx.changes.push_back({path, was + " (an enum member)", "its value"});
+  return true;
+}
+
+}  // namespace ckptfix
