@@ -36,6 +36,16 @@ TORCH_JOBS = {
                  "torch.save(sd, dst)",
     "inspect": "sd = torch.load(src)\nfor k, v in sd.items(): print(k, v.dtype, tuple(v.shape))",
     "verify": "sd = torch.load(src)",
+    # What people do today to make a file load with weights_only=True: load
+    # it trusting it, turn what torch refuses into plain data, save again.
+    "weights-only": "import argparse, numpy\n"
+                    "def plain(x):\n"
+                    "    if isinstance(x, argparse.Namespace): return {k: plain(v) for k, v in vars(x).items()}\n"
+                    "    if isinstance(x, numpy.ndarray): return torch.from_numpy(x)\n"
+                    "    if isinstance(x, numpy.generic): return x.item()\n"
+                    "    if isinstance(x, dict) and type(x) is dict: return {k: plain(v) for k, v in x.items()}\n"
+                    "    return x\n"
+                    "ck = torch.load(src, weights_only=False)\ntorch.save(plain(ck), dst)",
 }
 
 
@@ -47,6 +57,7 @@ def ckptfix_command(binary, job, src, dst):
         "cast-bf16": [binary, "cast", src, "--dtype", "bf16", "-o", dst, "--force"],
         "inspect": [binary, "inspect", src],
         "verify": [binary, "verify", src],
+        "weights-only": [binary, "weights-only", src, "-o", dst, "--force"],
     }[job]
 
 
@@ -68,6 +79,24 @@ if {device_tag!r}:
     import torch.serialization as s
     s.location_tag = lambda storage: {device_tag!r}
 torch.save(sd, {path!r})
+"""
+    subprocess.run([PYTHON, "-c", script], check=True)
+
+
+def generate_refused(path, gib):
+    """A training checkpoint torch >= 2.6 refuses by default: the state dict of
+    generate() plus an argparse Namespace, numpy scalars and a numpy array of
+    1/16 of the size (what Lightning- and YOLO-style scripts save)."""
+    state_dict = path + ".sd.pt"
+    if not os.path.exists(state_dict):
+        generate(state_dict, gib)
+    script = f"""
+import argparse, numpy, torch
+sd = torch.load({state_dict!r})
+ck = {{'state_dict': sd, 'epoch': numpy.int64(3), 'best': numpy.float64(0.25),
+      'args': argparse.Namespace(lr=0.1, name='run'),
+      'mask': numpy.ones(int({gib} * (1 << 30)) // 16 // 4, dtype=numpy.float32)}}
+torch.save(ck, {path!r})
 """
     subprocess.run([PYTHON, "-c", script], check=True)
 
@@ -194,7 +223,12 @@ def main():
             if not os.path.exists(src):
                 generate(src, size)
             for job in args.jobs.split(","):
-                r, ratios = run_case(args.ckptfix, job, src, workdir, args.runs, peers, args.baseline)
+                job_src = src
+                if job == "weights-only":  # needs a file the default torch.load refuses
+                    job_src = os.path.join(workdir, f"refused-{size}g.pt")
+                    if not os.path.exists(job_src):
+                        generate_refused(job_src, size)
+                r, ratios = run_case(args.ckptfix, job, job_src, workdir, args.runs, peers, args.baseline)
                 ck, ck_mem = r["ckptfix"]
                 cp = r.get("cp", (None, None))[0]
                 th, th_mem = r.get("torch", (None, None))
