@@ -1,11 +1,13 @@
 // Whole-file open: detection, the zip or legacy reader, the unpickler, the
 // storage and tensor tables, then what inspect and verify do with an opened
 // checkpoint (tensor positions, state dicts, globals, the weights_only
-// verdict, and reading every storage's bytes).
+// verdict, and reading every storage's bytes), then the weights-only repair
+// (which rewrites the graph it read: namespaces, numpy values, modules, ...).
 #include <algorithm>
 #include <vector>
 
 #include "ckptfix/checkpoint.h"
+#include "ckptfix/passes.h"
 #include "ckptfix/weights_only.h"
 #include "targets/fuzz_support.h"
 #include "targets/targets.h"
@@ -33,6 +35,11 @@ void checkpoint(const uint8_t* data, size_t size) {
         at += n;
       }
     }
+    ckptfix::PassOptions repair;
+    repair.weights_only = true;
+    repair.drop_unknown = true;
+    (void)ckptfix::apply_passes(ck, repair);
+    (void)ck.tensor_positions();
   });
 }
 
