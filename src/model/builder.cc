@@ -45,25 +45,9 @@ Checkpoint build_state_dict(const std::vector<StorageSpec>& storages, const std:
   for (const TensorSpec& t : tensors) {
     if (t.storage >= storages.size()) throw Error(ErrorKind::kInvalidArgument, "tensor '" + t.key + "' names a storage that does not exist");
     if (!keys.insert(t.key).second) throw Error(ErrorKind::kInvalidArgument, "key '" + t.key + "' appears twice");
-    Value* pid = g.make(ValueKind::kPersistentId);
-    pid->storage = static_cast<int32_t>(t.storage);
-    std::vector<Value*> shape, stride;
-    for (int64_t d : t.shape) shape.push_back(g.make_int(d));
-    for (int64_t d : t.stride) stride.push_back(g.make_int(d));
-    Value* hooks = g.make(ValueKind::kObject);  // OrderedDict(), as torch writes the backward hooks
-    hooks->callable() = root->callable();
-    hooks->args() = g.make_tuple({});
     Value* call = g.make(ValueKind::kObject);
-    std::vector<Value*> args = {pid, g.make_int(t.storage_offset), g.make_tuple(std::move(shape)),
-                                g.make_tuple(std::move(stride)), g.make_bool(t.requires_grad), hooks};
-    const Storage& s = impl->storages[t.storage];
-    if (s.untyped) {
-      call->callable() = g.make_global("torch._utils", "_rebuild_tensor_v3");
-      args.push_back(g.make_global("torch", std::string(dtype_name(s.dtype))));
-    } else {
-      call->callable() = g.make_global("torch._utils", "_rebuild_tensor_v2");
-    }
-    call->args() = g.make_tuple(std::move(args));
+    make_rebuild_call(g, *call, impl->storages, static_cast<int32_t>(t.storage), t.storage_offset, t.shape, t.stride,
+                      t.requires_grad, root->callable());
     root->entries().emplace_back(g.make_str(t.key), call);
   }
   impl->root = root;

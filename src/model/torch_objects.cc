@@ -190,6 +190,30 @@ void build_storage_table(CheckpointImpl& impl, const std::function<LocatedData(c
   });
 }
 
+void make_rebuild_call(ValueGraph& graph, Value& call, const std::vector<Storage>& storages, int32_t storage,
+                       int64_t offset, const std::vector<int64_t>& shape, const std::vector<int64_t>& stride,
+                       bool requires_grad, Value* ordered_dict) {
+  Value* pid = graph.make(ValueKind::kPersistentId);
+  pid->storage = storage;
+  std::vector<Value*> shape_values, stride_values;
+  for (int64_t d : shape) shape_values.push_back(graph.make_int(d));
+  for (int64_t d : stride) stride_values.push_back(graph.make_int(d));
+  Value* hooks = graph.make(ValueKind::kObject);  // OrderedDict(), as torch writes the backward hooks
+  hooks->callable() = ordered_dict != nullptr ? ordered_dict : graph.make_global("collections", "OrderedDict");
+  hooks->args() = graph.make_tuple({});
+  std::vector<Value*> args = {pid, graph.make_int(offset), graph.make_tuple(std::move(shape_values)),
+                              graph.make_tuple(std::move(stride_values)), graph.make_bool(requires_grad), hooks};
+  const Storage& s = storages.at(static_cast<size_t>(storage));
+  call.reset(ValueKind::kObject);
+  if (s.untyped) {
+    call.callable() = graph.make_global("torch._utils", "_rebuild_tensor_v3");
+    args.push_back(graph.make_global("torch", std::string(dtype_name(s.dtype))));
+  } else {
+    call.callable() = graph.make_global("torch._utils", "_rebuild_tensor_v2");
+  }
+  call.args() = graph.make_tuple(std::move(args));
+}
+
 void build_tensor_table(CheckpointImpl& impl) {
   // Pass 1: rebuild calls, in pickle order.
   impl.graph.for_each([&](Value& v) {

@@ -38,6 +38,16 @@ struct LocatedData {
 /// data of a key (throws if absent). Checks the sizes agree.
 void build_storage_table(CheckpointImpl& impl, const std::function<LocatedData(const std::string& key)>& locate);
 
+/// Makes `call` (a value of `graph`) the call torch.save writes for a tensor
+/// over the storage `storage` (of `storages`): _rebuild_tensor_v2(pid, offset,
+/// shape, stride, requires_grad, OrderedDict()), or for a storage saved
+/// untyped _rebuild_tensor_v3 with the dtype as its last argument.
+/// `ordered_dict`: the collections.OrderedDict global to reuse (the pickle
+/// then refers to it by memo, as CPython does), or null to make one.
+void make_rebuild_call(ValueGraph& graph, Value& call, const std::vector<Storage>& storages, int32_t storage,
+                       int64_t offset, const std::vector<int64_t>& shape, const std::vector<int64_t>& stride,
+                       bool requires_grad, Value* ordered_dict = nullptr);
+
 /// Builds impl.tensors from the rebuild calls in the graph.
 void build_tensor_table(CheckpointImpl& impl);
 

@@ -11,6 +11,7 @@
 
 #include "ckptfix/error.h"
 #include "dtype_kernels/convert.h"
+#include "model/torch_objects.h"
 #include "passes/weights_only_rules.h"
 
 namespace ckptfix {
@@ -197,25 +198,7 @@ bool become_tensor(RepairContext& ctx, Value& v, const NumpyType& t, const std::
   const auto storage = static_cast<int32_t>(impl.storages.size());
   impl.storages.push_back(std::move(s));
 
-  Value* pid = g.make(ValueKind::kPersistentId);
-  pid->storage = storage;
-  std::vector<Value*> shape_values, stride_values;
-  for (int64_t d : shape) shape_values.push_back(g.make_int(d));
-  for (int64_t d : stride) stride_values.push_back(g.make_int(d));
-  Value* hooks = g.make(ValueKind::kObject);  // OrderedDict(), as torch writes the backward hooks
-  hooks->callable() = g.make_global("collections", "OrderedDict");
-  hooks->args() = g.make_tuple({});
-  std::vector<Value*> args = {pid, g.make_int(0), g.make_tuple(std::move(shape_values)),
-                              g.make_tuple(std::move(stride_values)), g.make_bool(false), hooks};
-  const bool untyped = impl.storages.back().untyped;
-  v.reset(ValueKind::kObject);
-  if (untyped) {
-    v.callable() = g.make_global("torch._utils", "_rebuild_tensor_v3");
-    args.push_back(g.make_global("torch", std::string(dtype_name(t.dtype))));
-  } else {
-    v.callable() = g.make_global("torch._utils", "_rebuild_tensor_v2");
-  }
-  v.args() = g.make_tuple(std::move(args));
+  make_rebuild_call(g, v, impl.storages, storage, 0, shape, stride, false);
 
   Tensor tensor;
   tensor.value = &v;
