@@ -4,6 +4,7 @@
 // pickled attributes without importing the class.
 #include <string_view>
 
+#include "model/graph_walk.h"
 #include "passes/weights_only_rules.h"
 
 namespace ckptfix {
@@ -45,9 +46,7 @@ const Value* attribute(const Value& attrs, std::string_view name) {
   return nullptr;
 }
 
-bool dict_like(const Value* v) {
-  return v != nullptr && (v->kind == ValueKind::kDict || v->is_call_to("collections", "OrderedDict"));
-}
+bool dict_like(const Value* v) { return v != nullptr && is_dict_like(*v); }
 
 bool is_module(const Value& v) {
   const Value* attrs = attributes(v);

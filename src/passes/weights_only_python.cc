@@ -75,8 +75,7 @@ bool repair_enum_member(RepairContext& ctx, Value& v, const Path& path) {
   // instead, so this shape is an Enum member (or a class that pickles as
   // one): it becomes the value, as member.value gives it.
   if (v.kind != ValueKind::kObject || v.creation() != ObjectCreation::kReduce || !v.states().empty() ||
-      !v.items.empty() || v.has_parts() == false || !v.entries().empty() || v.args() == nullptr ||
-      v.args()->items.size() != 1) {
+      !v.items.empty() || !v.entries().empty() || v.args() == nullptr || v.args()->items.size() != 1) {
     return false;
   }
   Value* value = v.args()->items[0];
@@ -89,16 +88,16 @@ bool repair_enum_member(RepairContext& ctx, Value& v, const Path& path) {
     case ValueKind::kNone: break;
     default: return false;
   }
+  // Copied, not moved: the value may be shared (the pickle memoizes strs).
   const std::string was = v.callable()->dotted();
-  Value copy;
-  copy.kind = value->kind;
-  copy.boolean = value->boolean;
-  copy.integer = value->integer;
-  copy.text = value->text;
-  v.reset(copy.kind);
-  v.boolean = copy.boolean;
-  v.integer = copy.integer;
-  v.text = std::move(copy.text);
+  const ValueKind kind = value->kind;
+  const bool boolean = value->boolean;
+  const int64_t integer = value->integer;  // the union: a float's bits too
+  std::string text = value->text;
+  v.reset(kind);
+  v.boolean = boolean;
+  v.integer = integer;
+  v.text = std::move(text);
   ctx.changes.push_back({path, was + " (an enum member)", "its value"});
   return true;
 }
