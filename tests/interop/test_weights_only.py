@@ -222,6 +222,8 @@ class WeightsOnlyTest(unittest.TestCase):
         self.assertEqual(support.sha256(outs[0]), support.sha256(outs[1]), "--json changed the output file")
         self.assertEqual(support.sha256(src), before, "the input changed")
         loaded = torch.load(outs[0])  # the default load: weights_only=True, no allowlist
+        # ... and the same with the file mapped instead of read (torch >= 2.1).
+        self.assert_same(torch.load(outs[0], mmap=True), loaded, "mmap=True load")
         original = torch.load(src, weights_only=False)
         return loaded, original
 
