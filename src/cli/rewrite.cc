@@ -380,7 +380,10 @@ int run_rewrite(const std::string& command, const RewriteArgs& args, const PassO
         o.doc["verification"] = verification_json(saved);
         o.doc["bytes_written"] = saved.bytes;
         std::string line = "ckptfix: " + printable(input.path) + " -> " + printable(output.string()) + ": ";
-        const auto lines = describe(report, &saved);
+        auto lines = describe(report, &saved);
+        if (checkpoint.format() != CheckpointFormat::kZip) {
+          lines.insert(lines.begin(), "converted from " + std::string(format_name(checkpoint.format())));
+        }
         if (lines.empty()) line += command == "convert" ? "re-written, nothing else to change" : "nothing to change; written as is";
         for (size_t i = 0; i < lines.size(); ++i) line += (i ? "; " : "") + lines[i];
         o.err += printable(line) + " (" + human_bytes(saved.bytes) + ")\n";

@@ -119,7 +119,7 @@ class Parser {
       skip_space();
       expect(':');
       JsonValue member = value(depth + 1);
-      v.members.emplace_back(std::move(key), std::move(member));
+      v.members.push_back({std::move(key), std::move(member)});
       skip_space();
       if (peek() == ',') {
         ++at_;

@@ -17,13 +17,15 @@
 
 namespace ckptfix {
 
+struct JsonMember;
+
 struct JsonValue {
   enum class Kind { kNull, kBool, kNumber, kString, kArray, kObject };
   Kind kind = Kind::kNull;
   bool boolean = false;
   std::string text;  ///< kString: the decoded string; kNumber: the literal as written
   std::vector<JsonValue> items;  ///< kArray
-  std::vector<std::pair<std::string, JsonValue>> members;  ///< kObject, in document order
+  std::vector<JsonMember> members;  ///< kObject, in document order
   size_t offset = 0;  ///< where the value starts in the document
 
   /// The member named `key` of an object, or nullptr.
@@ -33,6 +35,12 @@ struct JsonValue {
   std::optional<uint64_t> as_uint() const;
   /// "object", "string", ... (for messages).
   std::string_view kind_name() const;
+};
+
+/// One member of an object.
+struct JsonMember {
+  std::string key;
+  JsonValue value;
 };
 
 /// Parses `text` (one value, surrounded by optional whitespace). Throws

@@ -26,8 +26,8 @@ SafetensorsHeader parse(const std::string& file) { return parse_safetensors_head
 TEST(Json, ParsesStrictJsonInOrder) {
   const JsonValue v = parse_json(R"( {"b": [1, 2.5, -3e2, true, null], "a": "x\u00e9\ud83d\ude00\n"} )");
   ASSERT_EQ(v.kind, JsonValue::Kind::kObject);
-  EXPECT_EQ(v.members[0].first, "b");
-  EXPECT_EQ(v.members[1].second.text, "x\xc3\xa9\xf0\x9f\x98\x80\n");
+  EXPECT_EQ(v.members[0].key, "b");
+  EXPECT_EQ(v.members[1].value.text, "x\xc3\xa9\xf0\x9f\x98\x80\n");
   EXPECT_EQ(v.find("b")->items[0].as_uint(), 1u);
   EXPECT_FALSE(v.find("b")->items[1].as_uint());
   EXPECT_EQ(parse_json("18446744073709551615").as_uint(), UINT64_MAX);
