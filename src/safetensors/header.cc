@@ -162,6 +162,7 @@ SafetensorsHeader parse_safetensors_header(std::span<const std::byte> file) {
   header.data_start = 8 + n;
   for (const auto& [name, info] : root.members) {
     if (name == "__metadata__") {
+      if (info.kind == JsonValue::Kind::kNull) continue;  // safetensors reads null as no metadata
       if (info.kind != JsonValue::Kind::kObject) throw corrupt_at("safetensors header", "__metadata__ is not an object");
       SafetensorsMetadata metadata;
       for (const auto& [k, v] : info.members) {

@@ -50,7 +50,8 @@ bool looks_like_safetensors(std::span<const std::byte> file);
 /// Parses and checks the header of a whole file: the length within the file
 /// and kMaxSafetensorsHeader, strict JSON, known dtypes, shapes and offsets
 /// with checked arithmetic, tensors tiling the data exactly (no holes, no
-/// overlaps, the last ending at the end of the file), metadata strings only.
+/// overlaps, the last ending at the end of the file), metadata strings only
+/// (`"__metadata__": null` is no metadata, as the safetensors library reads it).
 /// Throws Error(kCorrupt) naming the tensor or the byte of the header; a
 /// dtype torch has no type for is Error(kUnsupported).
 SafetensorsHeader parse_safetensors_header(std::span<const std::byte> file);

@@ -22,6 +22,7 @@
 #include "io/atomic_file.h"
 #include "io/bytes.h"
 #include "model/checkpoint_impl.h"
+#include "model/graph_walk.h"
 #include "safetensors/header.h"
 
 namespace ckptfix {
@@ -79,12 +80,26 @@ std::string state_dict_list(const CheckpointImpl& impl) {
 Plan plan_file(const Checkpoint& checkpoint, const SafetensorsOptions& options) {
   const CheckpointImpl& impl = impl_of(checkpoint);
   const auto dicts = impl.state_dicts();
-  if (std::none_of(dicts.begin(), dicts.end(), [](const StateDict& sd) { return sd.path.empty(); })) {
+  // An empty dict is a state dict too (an empty safetensors file reads as one).
+  const bool empty_root = is_dict_like(*impl.root) && impl.root->entries().empty();
+  if (!empty_root && std::none_of(dicts.begin(), dicts.end(), [](const StateDict& sd) { return sd.path.empty(); })) {
     throw Error(ErrorKind::kInvalidArgument,
                 "a safetensors file holds one state dict and the root of this checkpoint is not one; state dicts in "
                 "it: " + state_dict_list(impl) + "; choose one with `extract`");
   }
-  const std::vector<StateDictEntry> entries = select_state_dict(checkpoint);
+  const std::vector<StateDictEntry> entries = empty_root ? std::vector<StateDictEntry>{} : select_state_dict(checkpoint);
+  for (const StateDictEntry& e : entries) {
+    // Keys the header cannot spell: refused here, naming the input, rather
+    // than written into a file that does not read back.
+    if (e.key == "__metadata__") {
+      throw Error(ErrorKind::kUnsupported, "a tensor named __metadata__ cannot be stored: safetensors reserves the name")
+          .at("key '__metadata__'");
+    }
+    if (!is_valid_utf8(e.key)) {
+      throw Error(ErrorKind::kUnsupported, "the key is not UTF-8 text, which a safetensors header must be")
+          .at("key '" + e.key + "'");
+    }
+  }
 
   // Keys that share a storage: reported; with drop_aliases, keys that are
   // the same view keep the sorted-first name (safetensors' save_model).
