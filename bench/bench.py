@@ -46,7 +46,13 @@ TORCH_JOBS = {
                     "    if isinstance(x, dict) and type(x) is dict: return {k: plain(v) for k, v in x.items()}\n"
                     "    return x\n"
                     "ck = torch.load(src, weights_only=False)\ntorch.save(plain(ck), dst)",
+    # safetensors' own way (its convert script, save_pretrained): load it
+    # all, then save_file. Run by the newest torch judge (scripts/judges.sh),
+    # since Debian bookworm's torch 1.13 has no safetensors.
+    "to-safetensors": "from safetensors.torch import save_file\nsd = torch.load(src)\nsave_file(dict(sd), dst)",
 }
+# Jobs whose Python peer needs the newest torch and the safetensors library.
+JUDGED_JOBS = {"to-safetensors"}
 
 
 def ckptfix_command(binary, job, src, dst):
@@ -58,6 +64,7 @@ def ckptfix_command(binary, job, src, dst):
         "inspect": [binary, "inspect", src],
         "verify": [binary, "verify", src],
         "weights-only": [binary, "weights-only", src, "-o", dst, "--force"],
+        "to-safetensors": [binary, "convert", src, "-o", dst, "--force"],
     }[job]
 
 
@@ -123,7 +130,7 @@ def timed(command, outputs=()):
 
 
 def run_case(binary, job, src, workdir, runs, peers, baseline=None):
-    dst = os.path.join(workdir, "out.pt")
+    dst = os.path.join(workdir, "out.safetensors" if job == "to-safetensors" else "out.pt")
     copy = os.path.join(workdir, "copy.pt")
     commands = {"ckptfix": ckptfix_command(binary, job, src, dst)}
     if baseline:
@@ -131,7 +138,11 @@ def run_case(binary, job, src, workdir, runs, peers, baseline=None):
     if "cp" in peers and job not in ("inspect", "verify"):
         commands["cp"] = ["cp", src, copy]
     if "torch" in peers:
-        commands["torch"] = [PYTHON, "-c", f"import torch, collections\nsrc, dst = {src!r}, {dst!r}\n{TORCH_JOBS[job]}"]
+        python = [PYTHON]
+        if job in JUDGED_JOBS:  # the files must be visible inside the judge's root
+            os.environ["CKPTFIX_JUDGE_BIND"] = workdir
+            python = [os.path.join(REPO, "scripts", "judges.sh"), "run", "sid", "/usr/bin/python3"]
+        commands["torch"] = [*python, "-c", f"import torch, collections\nsrc, dst = {src!r}, {dst!r}\n{TORCH_JOBS[job]}"]
     results = {name: [] for name in commands}
     outputs = (dst, copy)
     for name, command in commands.items():  # warm-up, not counted

@@ -4,13 +4,16 @@
     python3 scripts/fuzz_seeds.py FIXTURES_DIR OUT_DIR
 
 Writes OUT_DIR/<target>/<name> for the targets checkpoint, zip, legacy,
-unpickle and pickle_roundtrip: whole fixture files for the file readers, and
+unpickle, pickle_roundtrip and safetensors: whole fixture files for the file
+readers, small safetensors files built here (every dtype, metadata, escapes), and
 for the pickle targets each fixture's data.pkl, the five pickles of each
 legacy fixture, and small pickles of plain Python values at protocols 0-5.
 Standard library only (no torch); nothing is ever unpickled.
 """
 import collections
+import json
 import os
+import struct
 import pickle
 import pickletools
 import sys
@@ -54,6 +57,27 @@ def plain_values():
     }
 
 
+def safetensors_seeds():
+    """Small safetensors files laid out as the safetensors library writes them."""
+    def file(tensors, metadata=None):
+        header, data = {}, b""
+        if metadata is not None:
+            header["__metadata__"] = metadata
+        for name, dtype, shape, nbytes in tensors:
+            header[name] = {"dtype": dtype, "shape": shape, "data_offsets": [len(data), len(data) + nbytes]}
+            data += bytes(range(nbytes % 256)) + bytes(max(0, nbytes - 256))
+        text = json.dumps(header, separators=(",", ":"), ensure_ascii=False).encode()
+        text += b" " * ((8 - len(text) % 8) % 8)
+        return struct.pack("<Q", len(text)) + text + data
+    sizes = {"BOOL": 1, "U8": 1, "I8": 1, "F8_E5M2": 1, "F8_E4M3": 1, "F8_E8M0": 1, "F8_E4M3FNUZ": 1,
+             "F8_E5M2FNUZ": 1, "I16": 2, "U16": 2, "F16": 2, "BF16": 2, "I32": 4, "U32": 4, "F32": 4, "C64": 8,
+             "F64": 8, "I64": 8, "U64": 8}
+    yield "empty", file([])
+    yield "metadata", file([("w", "F32", [2, 2], 16)], {"format": "pt", "k\n\"": "v\u0001"})
+    yield "all-dtypes", file([(f"t.{d}", d, [3], 3 * n) for d, n in sizes.items()] + [("f4", "F4", [2, 4], 4)])
+    yield "scalar-and-empty", file([("s", "F64", [], 8), ("e", "F32", [0, 5], 0), ("names\u00e9\"", "I8", [1], 1)])
+
+
 def main():
     if len(sys.argv) != 3:
         sys.exit(__doc__)
@@ -93,6 +117,10 @@ def main():
             for target in ("unpickle", "pickle_roundtrip"):
                 write(out, target, f"plain-{label}-p{protocol}", pkl)
                 count[target] += 1
+    for name, data in safetensors_seeds():
+        for target in ("safetensors", "checkpoint"):
+            write(out, target, f"{name}.safetensors", data)
+            count[target] += 1
     print("fuzz seeds: " + ", ".join(f"{t} {n}" for t, n in sorted(count.items())))
 
 

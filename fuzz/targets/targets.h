@@ -22,5 +22,7 @@ void pickle_roundtrip(const uint8_t* data, size_t size);
 void zip(const uint8_t* data, size_t size);
 /// The legacy stream reader and the tables built from it.
 void legacy(const uint8_t* data, size_t size);
+/// The safetensors header (parse, write, parse back equal) and reader.
+void safetensors(const uint8_t* data, size_t size);
 
 }  // namespace ckptfix::fuzz

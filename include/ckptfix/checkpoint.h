@@ -19,6 +19,7 @@
 #include <span>
 #include <string>
 #include <string_view>
+#include <utility>
 #include <variant>
 #include <vector>
 
@@ -34,9 +35,10 @@ struct CheckpointImpl;
 enum class CheckpointFormat {
   kZip,     ///< torch >= 1.6 default (`_use_new_zipfile_serialization=True`)
   kLegacy,  ///< the stream format of torch < 1.6 (still writable with `_use_new_zipfile_serialization=False`)
+  kSafetensors,  ///< a `.safetensors` file: a JSON header and raw tensor bytes (read as an OrderedDict of tensors)
 };
 
-/// "zip" or "legacy".
+/// "zip", "legacy" or "safetensors".
 std::string_view format_name(CheckpointFormat format);
 
 /// Where a storage's bytes are in the input file.
@@ -246,6 +248,9 @@ class Checkpoint {
   int pickle_protocol() const;
   /// Names of the zip records, in archive order (empty for legacy files).
   std::vector<std::string> record_names() const;
+  /// A safetensors file's `__metadata__` (key, value) pairs in header order;
+  /// nullopt when it has none (and for torch files).
+  const std::optional<std::vector<std::pair<std::string, std::string>>>& safetensors_metadata() const;
 
   /// The storages, in the order the input's pickle first names them.
   TableView<StorageInfo> storages() const;

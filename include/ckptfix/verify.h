@@ -10,7 +10,10 @@
 //    Its report is SaveResult::verification.
 //  * verify_file() checks a checkpoint on its own: structure, every record's
 //    CRC-32, a safe parse of the pickle, every tensor view inside its
-//    storage, every storage record of the right size.
+//    storage, every storage record of the right size (for safetensors files:
+//    every rule of the header, and every tensor's bytes read).
+//  * save_safetensors() (safetensors.h) verifies its output the same way:
+//    the header re-read and compared, every tensor's bytes hashed.
 // Both can add the GPU round trip: every storage copied into GPU memory and
 // back, and the returned bytes compared with the expected hash.
 #pragma once
@@ -69,7 +72,7 @@ std::string_view gpu_status_name(GpuReport::Status status);
 /// What was verified.
 struct VerifyReport {
   bool written = false;             ///< a file save() wrote (true) or verify_file (false)
-  bool zip = true;                  ///< false for legacy files (which have no CRCs)
+  CheckpointFormat format = CheckpointFormat::kZip;  ///< only zip files have CRCs
   uint64_t records = 0;             ///< zip records read back
   uint64_t records_crc_checked = 0; ///< ... whose CRC-32 was recomputed and matched
   uint64_t records_copied = 0;      ///< ... copied unchanged, so checked by the CRC-32 the input records (no XXH3)

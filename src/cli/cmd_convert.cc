@@ -1,5 +1,5 @@
 // ckptfix convert IN... -o OUT | --out-dir DIR: re-writes checkpoints as torch
-// zip files (upgrading legacy files), changing nothing else.
+// zip files (upgrading legacy files) or safetensors, changing nothing else.
 #include "ckptfix/error.h"
 #include "cli/commands.h"
 #include "cli/report.h"
@@ -13,7 +13,7 @@ CommandRun register_convert(CLI::App& app) {
     PassOptions passes;
   };
   auto args = std::make_shared<Args>();
-  CLI::App* cmd = app.add_subcommand("convert", "Re-write checkpoints as torch zip files (legacy files are upgraded)");
+  CLI::App* cmd = app.add_subcommand("convert", "Re-write checkpoints as torch zip files (legacy files are upgraded) or as safetensors");
   add_rewrite_options(cmd, args->out);
   cmd->add_option_function<std::string>(
       "--extract", [args](const std::string& path) { args->passes.extract = path; },
@@ -22,15 +22,22 @@ CommandRun register_convert(CLI::App& app) {
                 "Write the state dict so LibTorch's torch::jit::pickle_load reads it: a plain dict on the CPU, "
                 "no _metadata");
   cmd->add_option("--key", args->passes.keys,
-                  "With --for-libtorch: the state dict to write (default: the root, or the only one)")
+                  "The state dict to write: with --for-libtorch, the one LibTorch gets (default: the root, or the "
+                  "only one); otherwise the same as --extract (a safetensors output needs one when the root is a "
+                  "training checkpoint)")
       ->allow_extra_args(false);
   add_weights_only_options(cmd, args->passes, true);
   return [args] {
-    if (!args->passes.keys.empty() && !args->passes.for_libtorch) {
-      print_error(Error(ErrorKind::kInvalidArgument, "convert --key goes with --for-libtorch"));
-      return kExitUsage;
+    PassOptions passes = args->passes;
+    if (!passes.keys.empty() && !passes.for_libtorch) {
+      if (passes.keys.size() > 1 || passes.extract) {
+        print_error(Error(ErrorKind::kInvalidArgument, "convert takes one --key (or --extract) without --for-libtorch"));
+        return kExitUsage;
+      }
+      passes.extract = passes.keys.front();
+      passes.keys.clear();
     }
-    return run_rewrite("convert", args->out, args->passes);
+    return run_rewrite("convert", args->out, passes);
   };
 }
 

@@ -29,6 +29,13 @@ nlohmann::json describe(const Checkpoint& ck, nlohmann::json& all_tensors) {
   doc["byte_order"] = ck.big_endian() ? "big" : "little";
   doc["pickle_protocol"] = ck.pickle_protocol();
   doc["file_bytes"] = ck.file_size();
+  if (ck.format() == CheckpointFormat::kSafetensors) {
+    nlohmann::json metadata = nlohmann::json::object();
+    if (ck.safetensors_metadata()) {
+      for (const auto& [k, v] : *ck.safetensors_metadata()) metadata[k] = v;
+    }
+    doc["safetensors_metadata"] = ck.safetensors_metadata() ? metadata : nlohmann::json();
+  }
 
   const auto& storages = ck.storages();
   const auto& tensors = ck.tensors();
@@ -100,7 +107,17 @@ nlohmann::json describe(const Checkpoint& ck, nlohmann::json& all_tensors) {
 void print_human(const Checkpoint& ck, const nlohmann::json& doc, std::ostream& out) {
   out << printable(ck.file_name()) << ": " << format_name(ck.format()) << " checkpoint";
   if (ck.format() == CheckpointFormat::kZip) out << ", archive root '" << printable(ck.archive_root()) << "'";
-  out << ", " << (ck.big_endian() ? "big" : "little") << "-endian, pickle protocol " << ck.pickle_protocol() << "\n";
+  if (ck.format() == CheckpointFormat::kSafetensors) {
+    out << ", no pickle\n";
+    if (ck.safetensors_metadata()) {
+      out << "  __metadata__:";
+      if (ck.safetensors_metadata()->empty()) out << " {}";
+      for (const auto& [k, v] : *ck.safetensors_metadata()) out << " " << printable(k) << "=" << printable(v);
+      out << "\n";
+    }
+  } else {
+    out << ", " << (ck.big_endian() ? "big" : "little") << "-endian, pickle protocol " << ck.pickle_protocol() << "\n";
+  }
   out << "  " << ck.tensors().size() << " tensors in " << ck.storages().size() << " storages, "
       << human_bytes(doc["storage_bytes"].get<uint64_t>()) << "\n";
   out << "  by dtype: ";

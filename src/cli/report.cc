@@ -48,6 +48,8 @@ constexpr std::pair<std::string_view, std::string_view> kFlagOfOption[] = {
     {"no_prefixes", "--no-prefix"},
     {"gpu", "--gpu"},
     {"overwrite", "--force"},
+    {"drop_aliases", "--drop-aliases"},
+    {"metadata", "--metadata"},
 };
 
 std::string with_flags(std::string text) {

@@ -12,6 +12,7 @@
 
 #include "ckptfix/checkpoint.h"
 #include "ckptfix/error.h"
+#include "ckptfix/safetensors.h"
 #include "ckptfix/save.h"
 #include "ckptfix/verify.h"
 #include "cli/report.h"
@@ -65,6 +66,26 @@ void validate_outputs(const RewriteArgs& args, const std::vector<Input>& inputs)
       throw usage("inputs '" + it->second + "' and '" + input.path + "' would both be written to '" + out + "'");
     }
   }
+}
+
+// What an output is written as: --format, else its extension, else the input's format.
+bool writes_safetensors(const RewriteArgs& args, const std::filesystem::path& output, const Checkpoint& input) {
+  if (!args.format.empty()) return args.format == "safetensors";
+  std::string ext = output.extension().string();
+  for (char& c : ext) c = static_cast<char>(std::tolower(static_cast<unsigned char>(c)));
+  if (ext == ".safetensors") return true;
+  if (ext == ".pt" || ext == ".pth" || ext == ".bin" || ext == ".ckpt") return false;
+  return input.format() == CheckpointFormat::kSafetensors;
+}
+
+std::vector<std::pair<std::string, std::string>> parse_metadata(const std::vector<std::string>& items) {
+  std::vector<std::pair<std::string, std::string>> out;
+  for (const std::string& m : items) {
+    const auto eq = m.find('=');
+    if (eq == std::string::npos || eq == 0) throw usage("--metadata '" + m + "': expected KEY=VALUE");
+    out.emplace_back(m.substr(0, eq), m.substr(eq + 1));
+  }
+  return out;
 }
 
 // One line per kind of change, for people.
@@ -202,6 +223,15 @@ void add_rewrite_options(CLI::App* cmd, RewriteArgs& args) {
                 "fsync each output (and its directory) so it also survives a power loss; --in-place always does");
   cmd->add_flag("--no-verify", args.no_verify, "Skip verifying each written file before it replaces anything");
   cmd->add_option("--gpu", args.gpu, "GPU round trip during verification: auto (default), require or off");
+  cmd->add_option("--format", args.format,
+                  "Output format: pt (torch zip) or safetensors; default: from the output's extension "
+                  "(.safetensors; .pt, .pth, .bin, .ckpt), else the input's format")
+      ->check(CLI::IsMember({"pt", "safetensors"}));
+  cmd->add_flag("--drop-aliases", args.drop_aliases,
+                "safetensors: write keys that are the same tensor once, under the sorted-first name (as "
+                "safetensors.torch.save_model), recording the others in __metadata__");
+  cmd->add_option("--metadata", args.metadata, "safetensors: KEY=VALUE for __metadata__ (repeatable)")
+      ->allow_extra_args(false);
 }
 
 void add_key_option(CLI::App* cmd, PassOptions& passes) {
@@ -245,6 +275,7 @@ void finish_cast_options(const std::string& dtype, const std::vector<std::string
 
 int run_rewrite(const std::string& command, const RewriteArgs& args, const PassOptions& passes) {
   SaveOptions save_options;
+  std::vector<std::pair<std::string, std::string>> metadata;
   std::vector<Input> inputs;
   OpenOptions open;
   std::optional<ValidPassOptions> valid_passes;  // checked once, before any input is read
@@ -256,6 +287,8 @@ int run_rewrite(const std::string& command, const RewriteArgs& args, const PassO
     save_options.verify = !args.no_verify;
     save_options.libtorch_pickle = passes.for_libtorch;
     save_options.verify_options.gpu = parse_gpu_mode(args.gpu);
+    metadata = parse_metadata(args.metadata);
+    if (args.format == "safetensors" && passes.for_libtorch) throw usage("--for-libtorch writes a torch file, not safetensors");
 #ifdef CKPTFIX_FAULT_INJECTION
     g_seams = test_fault_seams();
 #endif
@@ -278,8 +311,15 @@ int run_rewrite(const std::string& command, const RewriteArgs& args, const PassO
       for (const std::string& w : warnings) o.err += "ckptfix: warning: '" + printable(input.path) + "': " + printable(w) + "\n";
       o.doc["warnings"] = warnings;
       o.doc["unknown_globals"] = unknown;
+      const bool safetensors = !passes.for_libtorch && writes_safetensors(args, output, checkpoint);
+      if (!safetensors && (args.drop_aliases || !metadata.empty())) {
+        throw usage(std::string(args.drop_aliases ? "--drop-aliases" : "--metadata") +
+                    " applies to safetensors outputs, and '" + output.string() + "' is written as a torch file");
+      }
+      const CheckpointFormat written_as = safetensors ? CheckpointFormat::kSafetensors : CheckpointFormat::kZip;
       // Nothing to change and nothing to convert: leave an in-place input alone.
-      const bool needs_write = report.changed() || !args.in_place || checkpoint.format() != CheckpointFormat::kZip;
+      const bool needs_write = report.changed() || !args.in_place || checkpoint.format() != written_as ||
+                               !metadata.empty();
       if (!needs_write) {
         o.status = OutcomeStatus::kUnchanged;
         o.doc["changes"] = changes_json(report, nullptr);
@@ -296,13 +336,54 @@ int run_rewrite(const std::string& command, const RewriteArgs& args, const PassO
           progress.update(done);
         };
         if (!output.parent_path().empty()) std::filesystem::create_directories(output.parent_path());
+        if (safetensors) {
+          SafetensorsOptions st;
+          st.drop_aliases = args.drop_aliases;
+          st.metadata = metadata;
+          st.overwrite = options.overwrite;
+          st.sync = options.sync;
+          st.verify = options.verify;
+          st.verify_options = options.verify_options;
+          st.progress = options.progress;
+          const SafetensorsResult saved = save_safetensors(checkpoint, output, st);
+          o.status = report.changed() || checkpoint.format() != written_as ? OutcomeStatus::kOk : OutcomeStatus::kUnchanged;
+          o.doc["changes"] = changes_json(report, nullptr);
+          o.doc["format"] = "safetensors";
+          o.doc["shared"] = saved.shared;
+          nlohmann::json dropped = nlohmann::json::array();
+          for (const auto& [gone, kept] : saved.dropped) dropped.push_back({{"key", gone}, {"kept", kept}});
+          o.doc["dropped_aliases"] = dropped;
+          o.doc["verification"] = saved.verification ? verification_json(*saved.verification)
+                                                     : nlohmann::json{{"status", "skipped"}, {"reason", "--no-verify"}};
+          o.doc["bytes_written"] = saved.bytes;
+          std::vector<std::string> lines = describe(report, nullptr);
+          lines.insert(lines.begin(), "safetensors, " + std::to_string(saved.tensors) + " tensors");
+          for (const auto& group : saved.shared) {
+            std::string keys;
+            for (const std::string& k : group) keys += (keys.empty() ? "'" : ", '") + k + "'";
+            lines.push_back(keys + " share their bytes: written once per key");
+          }
+          for (const auto& [gone, kept] : saved.dropped) lines.push_back("dropped alias '" + gone + "' of '" + kept + "'");
+          std::string line = "ckptfix: " + printable(input.path) + " -> " + printable(output.string()) + ": ";
+          for (size_t i = 0; i < lines.size(); ++i) line += (i ? "; " : "") + lines[i];
+          o.err += printable(line) + " (" + human_bytes(saved.bytes) + ")\n";
+          o.err += "ckptfix: " + printable(output.string()) + ": " +
+                   (saved.verification ? "verified: " + saved.verification->summary()
+                                       : std::string("not verified (--no-verify)")) +
+                   "\n";
+          o.doc["status"] = status_name(o.status);
+          return o;
+        }
         const SaveResult saved = save_output(checkpoint, output, options);
         o.status = report.changed() ? OutcomeStatus::kOk : OutcomeStatus::kUnchanged;
         o.doc["changes"] = changes_json(report, &saved);
         o.doc["verification"] = verification_json(saved);
         o.doc["bytes_written"] = saved.bytes;
         std::string line = "ckptfix: " + printable(input.path) + " -> " + printable(output.string()) + ": ";
-        const auto lines = describe(report, &saved);
+        auto lines = describe(report, &saved);
+        if (checkpoint.format() != CheckpointFormat::kZip) {
+          lines.insert(lines.begin(), "converted from " + std::string(format_name(checkpoint.format())));
+        }
         if (lines.empty()) line += command == "convert" ? "re-written, nothing else to change" : "nothing to change; written as is";
         for (size_t i = 0; i < lines.size(); ++i) line += (i ? "; " : "") + lines[i];
         o.err += printable(line) + " (" + human_bytes(saved.bytes) + ")\n";

@@ -22,9 +22,15 @@ struct RewriteArgs {
   bool no_verify = false;
   bool sync = false;
   std::string gpu = "auto";
+  /// --format: "safetensors" or "pt"; empty: from the output's extension
+  /// (.safetensors, or .pt/.pth/.bin/.ckpt), else the input's format.
+  std::string format;
+  bool drop_aliases = false;          ///< --drop-aliases (safetensors outputs)
+  std::vector<std::string> metadata;  ///< --metadata KEY=VALUE (safetensors outputs)
 };
 
-/// Adds the batch options, -o, --out-dir, --in-place, --force, --no-verify, --gpu.
+/// Adds the batch options, -o, --out-dir, --in-place, --force, --no-verify, --gpu,
+/// --format, --drop-aliases, --metadata.
 void add_rewrite_options(CLI::App* cmd, RewriteArgs& args);
 /// Adds --key PATH (repeatable).
 void add_key_option(CLI::App* cmd, PassOptions& passes);

@@ -29,6 +29,8 @@ bool is_pickle(std::span<const std::byte> bytes) {
 
 constexpr FormatReader kReaders[] = {
     {"zip", &is_zip, &read_zip_checkpoint},
+    // Before legacy: a safetensors header length may start with 0x80, as a pickle does.
+    {"safetensors", &is_safetensors, &read_safetensors_checkpoint},
     {"legacy", &is_pickle, &read_legacy_checkpoint},
 };
 
@@ -64,7 +66,7 @@ void read_any_checkpoint(CheckpointImpl& impl) {
     throw Error(ErrorKind::kCorrupt, "zip archive without any records (empty zip)");
   }
   throw Error(ErrorKind::kNotCheckpoint, "not a PyTorch checkpoint: it starts with bytes " + hex_head(bytes) +
-                                             ", neither a zip archive (torch >= 1.6) nor a pickle (torch < 1.6)");
+                                             ", neither a zip archive (torch >= 1.6), a pickle (torch < 1.6) nor a safetensors file");
 }
 
 }  // namespace ckptfix

@@ -37,6 +37,11 @@ void read_zip_checkpoint(CheckpointImpl& impl);
 /// (formats/legacy_format.cc).
 void read_legacy_checkpoint(CheckpointImpl& impl);
 
+/// safetensors files: a JSON header, then the tensor bytes
+/// (formats/safetensors_format.cc, safetensors/header.h).
+bool is_safetensors(std::span<const std::byte> file);
+void read_safetensors_checkpoint(CheckpointImpl& impl);
+
 /// Finds the file's format in the registry and reads it; refuses TorchScript
 /// archives, the tar format and files that are not checkpoints with a hint.
 void read_any_checkpoint(CheckpointImpl& impl);

@@ -11,7 +11,12 @@
 namespace ckptfix {
 
 std::string_view format_name(CheckpointFormat format) {
-  return format == CheckpointFormat::kZip ? "zip" : "legacy";
+  switch (format) {
+    case CheckpointFormat::kZip: return "zip";
+    case CheckpointFormat::kLegacy: return "legacy";
+    case CheckpointFormat::kSafetensors: return "safetensors";
+  }
+  return "?";
 }
 
 void CheckpointImpl::note_global(const std::string& module, const std::string& name) {
@@ -80,6 +85,10 @@ Checkpoint::~Checkpoint() = default;
 const std::string& Checkpoint::file_name() const { return impl_->file->name(); }
 const ReadLimits& Checkpoint::read_limits() const { return impl_->limits; }
 uint64_t Checkpoint::file_size() const { return impl_->file->size(); }
+
+const std::optional<std::vector<std::pair<std::string, std::string>>>& Checkpoint::safetensors_metadata() const {
+  return impl_->safetensors_metadata;
+}
 CheckpointFormat Checkpoint::format() const { return impl_->format; }
 const std::string& Checkpoint::archive_root() const { return impl_->archive_root; }
 bool Checkpoint::big_endian() const { return impl_->big_endian; }

@@ -78,6 +78,9 @@ struct CheckpointImpl {
   /// Bytes of storages the passes made (numpy arrays turned into tensors),
   /// which kMemory sources point into; a deque, so they never move.
   std::deque<std::string> owned_bytes;
+  /// A safetensors input's `__metadata__` (written again when the output is
+  /// safetensors too); nullopt when it has none or is not safetensors.
+  std::optional<std::vector<std::pair<std::string, std::string>>> safetensors_metadata;
 
   /// The on_global hook of the readers: refuses a known gadget (Error
   /// kUnsafe), and records any other global the first time it is seen.

@@ -189,6 +189,7 @@ WalkLimits walk_limits(const CheckpointImpl& checkpoint) {
 
 std::string object_pickle_name(const CheckpointImpl& checkpoint) {
   if (checkpoint.format == CheckpointFormat::kLegacy) return "legacy object pickle";
+  if (checkpoint.format == CheckpointFormat::kSafetensors) return "safetensors header";
   return checkpoint.archive_root + "/data.pkl";
 }
 

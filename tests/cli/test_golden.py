@@ -125,6 +125,12 @@ def make_object_of(dst, module, name):
     m.checkpoint(dst, pickle)
 
 
+def make_safetensors(dst, header, data_bytes):
+    """safetensors DST HEADER N: a safetensors file: the JSON HEADER as given (8-byte length first), then N bytes"""
+    raw = header.encode()
+    cs.write(dst, len(raw).to_bytes(8, 'little') + raw + bytes(int(data_bytes)))
+
+
 def make_text(dst, text):
     """text DST TEXT: a file holding TEXT and a newline"""
     cs.write(dst, text.encode() + b'\n')
@@ -143,6 +149,7 @@ GENERATORS = {
     'state-dict': make_state_dict,
     'calls-global': make_calls_global,
     'object-of': make_object_of,
+    'safetensors': make_safetensors,
     'text': make_text,
     'dir': make_dir,
 }

@@ -1,0 +1,71 @@
+// safetensors files as checkpoints: the header (safetensors/header.h) becomes
+// what `safetensors.torch.load_file` returns, an OrderedDict of tensors in
+// header order, each over its own storage whose bytes stay in the file.
+// Written as torch zip, it is the state dict torch.save would write for it.
+#include <algorithm>
+
+#include "ckptfix/error.h"
+#include "formats/registry.h"
+#include "model/torch_objects.h"
+#include "safetensors/header.h"
+
+namespace ckptfix {
+
+bool is_safetensors(std::span<const std::byte> file) { return looks_like_safetensors(file); }
+
+void read_safetensors_checkpoint(CheckpointImpl& impl) {
+  const SafetensorsHeader header = parse_safetensors_header(impl.file->bytes());
+  impl.format = CheckpointFormat::kSafetensors;
+  // Written as torch zip, it looks like what the newest torch saves.
+  impl.archive_root = "archive";
+  impl.style = ArchiveStyle::newest();
+  impl.protocol = 2;
+  impl.safetensors_metadata = header.metadata;
+  if (header.entries.size() > impl.limits.max_storages) {
+    throw Error(ErrorKind::kLimit, "the header lists " + std::to_string(header.entries.size()) +
+                                       " tensors, more than the limit of " + std::to_string(impl.limits.max_storages));
+  }
+  ValueGraph& g = impl.graph;
+  for (size_t i = 0; i < header.entries.size(); ++i) {
+    const SafetensorsEntry& e = header.entries[i];
+    Storage s;
+    s.key = std::to_string(i);
+    s.dtype = e.dtype;
+    s.untyped = !storage_class_name(e.dtype);
+    s.nbytes = e.end - e.begin;
+    s.numel = s.untyped ? s.nbytes : s.nbytes / element_size(e.dtype);
+    s.location = "cpu";
+    s.source.encoding = StorageSource::Encoding::kStored;
+    s.source.offset = header.data_start + e.begin;
+    s.source.length = s.nbytes;
+    s.source.record = "tensor '" + e.name + "'";
+    impl.storages.push_back(std::move(s));
+  }
+  Value* root = g.make(ValueKind::kObject);
+  root->callable() = g.make_global("collections", "OrderedDict");
+  root->args() = g.make_tuple({});
+  for (size_t i = 0; i < header.entries.size(); ++i) {
+    const SafetensorsEntry& e = header.entries[i];
+    std::vector<int64_t> shape = e.shape;
+    if (!shape.empty()) shape.back() /= safetensors_values_per_element(e.dtype);
+    std::vector<int64_t> stride(shape.size());
+    int64_t step = 1;
+    for (size_t k = shape.size(); k-- > 0;) {
+      stride[k] = step;
+      step *= std::max<int64_t>(shape[k], 1);
+    }
+    Value* call = g.make(ValueKind::kObject);
+    make_rebuild_call(g, *call, impl.storages, static_cast<int32_t>(i), 0, shape, stride, false, root->callable());
+    root->entries().emplace_back(g.make_str(e.name), call);
+  }
+  impl.root = root;
+  build_tensor_table(impl);
+  impl.note_global("collections", "OrderedDict");
+  for (const Storage& s : impl.storages) {
+    impl.note_global("torch._utils", s.untyped ? "_rebuild_tensor_v3" : "_rebuild_tensor_v2");
+    if (s.untyped) impl.note_global("torch", std::string(dtype_name(s.dtype)));
+    else impl.note_global("torch", std::string(*storage_class_name(s.dtype)));
+  }
+}
+
+}  // namespace ckptfix

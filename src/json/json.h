@@ -1,0 +1,56 @@
+// A strict JSON reader for the small documents ckptfix reads from untrusted
+// files: safetensors headers and shard-set index files.
+//
+// RFC 8259 exactly: UTF-8 only (invalid sequences and lone surrogate escapes
+// are refused), no comments, no trailing commas, no NaN, and, stricter than
+// the RFC, no key twice in one object (a second definition of a tensor must
+// not silently win). Nesting is bounded (max_depth) and the parser is
+// iterative over the text, so hostile input costs time linear in its size.
+#pragma once
+
+#include <cstdint>
+#include <optional>
+#include <string>
+#include <string_view>
+#include <utility>
+#include <vector>
+
+namespace ckptfix {
+
+struct JsonMember;
+
+struct JsonValue {
+  enum class Kind { kNull, kBool, kNumber, kString, kArray, kObject };
+  Kind kind = Kind::kNull;
+  bool boolean = false;
+  std::string text;  ///< kString: the decoded string; kNumber: the literal as written
+  std::vector<JsonValue> items;  ///< kArray
+  std::vector<JsonMember> members;  ///< kObject, in document order
+  size_t offset = 0;  ///< where the value starts in the document
+
+  /// The member named `key` of an object, or nullptr.
+  const JsonValue* find(std::string_view key) const;
+  /// A number written as a non-negative integer that fits in 64 bits
+  /// (no fraction, no exponent), or nullopt.
+  std::optional<uint64_t> as_uint() const;
+  /// "object", "string", ... (for messages).
+  std::string_view kind_name() const;
+};
+
+/// One member of an object.
+struct JsonMember {
+  std::string key;
+  JsonValue value;
+};
+
+/// Parses `text` (one value, surrounded by optional whitespace). Throws
+/// Error(kCorrupt) "invalid JSON at byte N: ...".
+JsonValue parse_json(std::string_view text, size_t max_depth = 64);
+
+/// `text` as a JSON string literal the way serde_json writes it (the
+/// safetensors library's serializer): `"` and `\` escaped, \b \f \n \r \t,
+/// other control characters as \u00XX (lower-case hex), everything else,
+/// DEL and non-ASCII included, as it is.
+std::string json_quote(std::string_view text);
+
+}  // namespace ckptfix
