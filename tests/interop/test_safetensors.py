@@ -683,6 +683,18 @@ class SafetensorsTest(unittest.TestCase):
         make_raw("duplicate_key", dup.encode(), buf)
         make_raw("duplicate_metadata_key",
                  hdr(dict(header, __metadata__={"k": "1"})).replace(b'{"k":"1"}', b'{"k":"1","k":"2"}'), buf)
+        entry_a = '"a":{"dtype":"F32","shape":[2,3],"data_offsets":[0,24]}'
+        entry_b = hdr({"b": header["b"]}).decode()[1:-1]
+        make_raw("lone_surrogate_escape", ('{"\\ud800":' + entry_a[4:] + "," + entry_b + "}").encode(), buf)
+        make_raw("duplicate_key_via_escape", ("{" + entry_a + ',"\\u0061":' + entry_a[4:] + "," + entry_b + "}").encode(), buf)
+        make_raw("deep_nesting", ('{"__metadata__":' + "[" * 100000 + "]" * 100000 + "," + entry_a + "," + entry_b + "}").encode(), buf)
+        make_raw("leading_zero_number", hdr(header).replace(b'"data_offsets":[0,24]', b'"data_offsets":[0,024]'), buf)
+        make_raw("nul_padding", hdr(header) + b"\0" * 3, buf)
+        make_raw("shape_null", hdr(variant(a={"shape": None})), buf)
+        make_raw("three_offsets", hdr(variant(a={"data_offsets": [0, 24, 24]})), buf)
+        make_raw("dtype_lowercase", hdr(variant(a={"dtype": "f32"})), buf)
+        make_raw("f4_odd_last_dim", b'{"a":{"dtype":"F4","shape":[3],"data_offsets":[0,1]}}', b"\0" * 8)
+        make_raw("f4_scalar", b'{"a":{"dtype":"F4","shape":[],"data_offsets":[0,1]}}', b"\0" * 8)
         # a sparse file really 150 MB long behind a header claiming all of it
         p = self.path("damaged", "sparse_huge_header.safetensors")
         with open(p, "wb") as f:
@@ -692,7 +704,7 @@ class SafetensorsTest(unittest.TestCase):
         return out
 
     # Damage the judge's own safetensors accepts; ckptfix is stricter on purpose (issue 15).
-    SAFETENSORS_ACCEPTS = {"duplicate_key", "duplicate_metadata_key"}
+    SAFETENSORS_ACCEPTS = {"duplicate_key", "duplicate_metadata_key", "duplicate_key_via_escape"}
 
     def test_damaged_files(self):
         for name, path in self.damaged_files():
@@ -722,6 +734,52 @@ class SafetensorsTest(unittest.TestCase):
                 proc = support.run("convert", path, "-o", os.path.join(out_dir, "out.safetensors"))
                 self.assert_refused(proc, out_dir, path)
                 self.assertEqual(support.sha256(path), before, "the input changed")
+
+    def test_unusual_valid_headers(self):
+        """Headers other writers make, which safetensors reads: entries not in offset order,
+        no padding, other JSON whitespace, escapes (\\u0061, \\/, a surrogate pair), an unknown
+        field, __metadata__ between the tensors, only metadata. verify accepts them; -> .pt is
+        load_file in header order; -> .safetensors is what save_file writes for load_file's tensors."""
+        a = '"a":{"dtype":"F32","shape":[2,3],"data_offsets":[0,24]}'
+        b = '"b":{"dtype":"I16","shape":[4],"data_offsets":[24,32]}'
+        buf = bytes(range(24)) + bytes(range(100, 108))
+        headers = {
+            "unsorted": ("{" + b + "," + a + "}", True),
+            "no_padding": ("{" + a + "," + b + "}", False),
+            "whitespace": ('{\n\t' + a + ' ,\r\n ' + b + '}\t\n\r ', False),
+            "escapes": ('{"\\u0061\\/x":' + a[4:] + ',"\\ud83d\\ude00":' + b[4:] + "}", True),
+            "unknown_field": ('{"a":{"dtype":"F32","shape":[2,3],"data_offsets":[0,24],"x":1},' + b + "}", True),
+            "metadata_between": ("{" + a + ',"__metadata__":{"format":"pt"},' + b + "}", True),
+            "only_metadata": ('{"__metadata__":{"format":"pt"}}', True),
+        }
+        for name, (text, pad) in headers.items():
+            with self.subTest(header=name):
+                src = self.path("unusual", name + ".safetensors")
+                write_raw(src, text.encode(), b"" if name == "only_metadata" else buf, pad=pad)
+                tensors = st.load_file(src)  # the judge's safetensors reads it
+                with safe_open(src, framework="pt") as f:
+                    metadata = f.metadata()
+                proc = support.run("verify", src)
+                self.assertEqual(proc.returncode, 0, proc.stdout + proc.stderr)
+                self.convert_to_pt_and_compare(src, name)
+                if not tensors:
+                    continue  # no state dict to write as safetensors (issue 15 leaves empty files open)
+                out = self.path("out", name + ".safetensors")
+                support.run("convert", src, "-o", out, check=0)
+                want = self.save_st(tensors, os.path.join("want", name + ".safetensors"), metadata)
+                self.assert_same_bytes(out, want, f"convert {name}.safetensors -o out.safetensors")
+
+    def test_keys_safetensors_cannot_hold(self):
+        """A state dict key safetensors cannot hold: '__metadata__' (the header's own entry)
+        and a key that is not UTF-8 (a lone surrogate, which pickle writes as is). Refused:
+        exit 1, the error names the input, nothing written."""
+        for tag, key in (("metadata_key", "__metadata__"), ("surrogate_key", "bad\ud800")):
+            with self.subTest(key=tag):
+                pt = self.save_pt(collections.OrderedDict([(key, torch.ones(2)), ("x", torch.zeros(1))]),
+                                  f"{tag}.pt")
+                out_dir = os.path.dirname(self.path(f"refused_{tag}", "x"))
+                proc = support.run("convert", pt, "-o", os.path.join(out_dir, "out.safetensors"))
+                self.assert_refused(proc, out_dir, f"'{pt}'")
 
     def test_verify_good_files(self):
         sd = self.state_dict_every_dtype(SUPPORTED)
