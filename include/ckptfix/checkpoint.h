@@ -249,6 +249,9 @@ class Checkpoint {
   int pickle_protocol() const;
   /// Names of the zip records, in archive order (empty for legacy files).
   std::vector<std::string> record_names() const;
+  /// The shard files a shard index names, in the order they were read
+  /// (empty for single files).
+  std::vector<std::string> shard_files() const;
   /// A safetensors file's `__metadata__` (key, value) pairs in header order;
   /// nullopt when it has none (and for torch files).
   const std::optional<std::vector<std::pair<std::string, std::string>>>& safetensors_metadata() const;

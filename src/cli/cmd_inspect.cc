@@ -29,6 +29,7 @@ nlohmann::json describe(const Checkpoint& ck, nlohmann::json& all_tensors) {
   doc["byte_order"] = ck.big_endian() ? "big" : "little";
   doc["pickle_protocol"] = ck.pickle_protocol();
   doc["file_bytes"] = ck.file_size();
+  if (ck.format() == CheckpointFormat::kShardIndex) doc["shards"] = ck.shard_files();
   if (ck.format() == CheckpointFormat::kSafetensors) {
     nlohmann::json metadata = nlohmann::json::object();
     if (ck.safetensors_metadata()) {
@@ -107,7 +108,10 @@ nlohmann::json describe(const Checkpoint& ck, nlohmann::json& all_tensors) {
 void print_human(const Checkpoint& ck, const nlohmann::json& doc, std::ostream& out) {
   out << printable(ck.file_name()) << ": " << format_name(ck.format()) << " checkpoint";
   if (ck.format() == CheckpointFormat::kZip) out << ", archive root '" << printable(ck.archive_root()) << "'";
-  if (ck.format() == CheckpointFormat::kSafetensors) {
+  if (ck.format() == CheckpointFormat::kShardIndex) {
+    out << " of " << ck.shard_files().size() << " shards, no pickle\n";
+    for (const std::string& f : ck.shard_files()) out << "  shard: " << printable(f) << "\n";
+  } else if (ck.format() == CheckpointFormat::kSafetensors) {
     out << ", no pickle\n";
     if (ck.safetensors_metadata()) {
       out << "  __metadata__:";

@@ -250,7 +250,8 @@ void add_rewrite_options(CLI::App* cmd, RewriteArgs& args) {
                 "safetensors.torch.save_model), recording the others in __metadata__");
   cmd->add_option("--metadata", args.metadata, "safetensors: KEY=VALUE for __metadata__ (repeatable)")
       ->allow_extra_args(false);
-  cmd->add_option("--max-shard-size", args.max_shard_size,
+  cmd->add_option_function<std::string>(
+      "--max-shard-size", [&args](const std::string& size) { args.max_shard_size = size; },
                   "safetensors: write a Hugging Face shard set (-o DIR/model.safetensors): files of at most SIZE "
                   "(5GB, 500MB decimal; 2GiB binary) and model.safetensors.index.json");
 }
@@ -310,7 +311,7 @@ int run_rewrite(const std::string& command, const RewriteArgs& args, const PassO
     save_options.libtorch_pickle = passes.for_libtorch;
     save_options.verify_options.gpu = parse_gpu_mode(args.gpu);
     metadata = parse_metadata(args.metadata);
-    if (!args.max_shard_size.empty()) max_shard_size = parse_size(args.max_shard_size);
+    if (args.max_shard_size) max_shard_size = parse_size(*args.max_shard_size);
     if (args.format == "safetensors" && passes.for_libtorch) throw usage("--for-libtorch writes a torch file, not safetensors");
 #ifdef CKPTFIX_FAULT_INJECTION
     g_seams = test_fault_seams();

@@ -29,7 +29,6 @@ namespace ckptfix {
 namespace {
 
 constexpr uint64_t kMaxIndexBytes = uint64_t{64} << 20;
-constexpr std::string_view kWeightMap = "\"weight_map\"";
 
 Error index_error(const std::string& message) { return std::move(Error(ErrorKind::kCorrupt, message).at("shard index")); }
 
@@ -48,8 +47,10 @@ void check_shard_name(const std::string& tensor, const std::string& shard) {
 
 bool is_shard_index(std::span<const std::byte> file) {
   const std::string_view text = as_chars(file.first(std::min<size_t>(file.size(), kMaxIndexBytes)));
+  // Any JSON object: one without a weight_map is then refused as an index
+  // that lacks it, which says more than "not a checkpoint".
   const size_t first = text.find_first_not_of(" \t\r\n");
-  return first != std::string_view::npos && text[first] == '{' && text.find(kWeightMap) != std::string_view::npos;
+  return first != std::string_view::npos && text[first] == '{';
 }
 
 ShardIndex parse_shard_index(std::string_view text, uint64_t max_tensors) {
@@ -65,7 +66,7 @@ ShardIndex parse_shard_index(std::string_view text, uint64_t max_tensors) {
   }
   const JsonValue* weight_map = root.kind == JsonValue::Kind::kObject ? root.find("weight_map") : nullptr;
   if (weight_map == nullptr || weight_map->kind != JsonValue::Kind::kObject) {
-    throw index_error("the index has no weight_map object");
+    throw index_error("a JSON file without a weight_map object, so not a shard index");
   }
   std::optional<uint64_t> total_size;
   if (const JsonValue* metadata = root.find("metadata"); metadata != nullptr && metadata->kind == JsonValue::Kind::kObject) {
@@ -107,7 +108,8 @@ void read_shard_index(CheckpointImpl& impl) {
   root_dict->callable() = g.make_global("collections", "OrderedDict");
   root_dict->args() = g.make_tuple({});
   std::map<std::string, std::string> found_in;  // tensor -> the shard it was found in
-  uint64_t held = 0;
+  uint64_t held = 0;       // bytes of the distinct storages (transformers >= 4.40 counts these)
+  uint64_t key_bytes = 0;  // bytes of each key's tensor (older transformers: a view counts its own bytes)
   const std::filesystem::path dir = impl.file->path().parent_path();
   OpenOptions options;
   options.limits = impl.limits;
@@ -147,6 +149,7 @@ void read_shard_index(CheckpointImpl& impl) {
       }
       found_in[e.key] = name;
       const Tensor& t = s.tensors[e.tensor];
+      key_bytes += t.nbytes();
       auto [it, fresh] = storage_map.emplace(t.storage, static_cast<int32_t>(impl.storages.size()));
       if (fresh) {
         Storage copy = s.storages[static_cast<size_t>(t.storage)];
@@ -169,9 +172,10 @@ void read_shard_index(CheckpointImpl& impl) {
           .at("tensor '" + tensor + "'");
     }
   }
-  if (total_size && *total_size != held) {
+  if (total_size && *total_size != held && *total_size != key_bytes) {
     throw index_error("metadata.total_size is " + std::to_string(*total_size) + " but the shards hold " +
-                      std::to_string(held) + " bytes of tensors");
+                      std::to_string(held) + " bytes of tensors" +
+                      (key_bytes != held ? " (" + std::to_string(key_bytes) + " counting each key's own bytes)" : ""));
   }
   impl.root = root_dict;
   build_tensor_table(impl);

@@ -87,6 +87,12 @@ const std::string& Checkpoint::file_name() const { return impl_->file->name(); }
 const ReadLimits& Checkpoint::read_limits() const { return impl_->limits; }
 uint64_t Checkpoint::file_size() const { return impl_->file->size(); }
 
+std::vector<std::string> Checkpoint::shard_files() const {
+  std::vector<std::string> out;
+  for (const auto& f : impl_->shards) out.push_back(f->name());
+  return out;
+}
+
 const std::optional<std::vector<std::pair<std::string, std::string>>>& Checkpoint::safetensors_metadata() const {
   return impl_->safetensors_metadata;
 }
