@@ -130,13 +130,20 @@ def index_text(total_size, weight_map):
                       indent=2, sort_keys=True) + "\n"
 
 
-def bin_total_size(sd):
-    """transformers' total_size of a torch.save set: each storage counted once."""
+def storage_nbytes(t):
+    return t.untyped_storage().nbytes() if hasattr(t, "untyped_storage") else t.storage().nbytes()
+
+
+def bin_total_size(sd, old_transformers=False):
+    """transformers' total_size of a torch.save set: each storage counted once (a tie
+    adds nothing), as its storage's bytes (huggingface_hub's `get_torch_storage_size`,
+    transformers >= 4.40) or, before (`shard_checkpoint`), as the first tensor's own
+    bytes; the two differ for a view of a larger storage."""
     seen, total = set(), 0
     for t in sd.values():
         if storage_key(t) not in seen:
             seen.add(storage_key(t))
-            total += nbytes(t)
+            total += nbytes(t) if old_transformers else storage_nbytes(t)
     return total
 
 
@@ -242,7 +249,7 @@ class ShardsTest(unittest.TestCase):
             f.write(index_text(sum(nbytes(t) for t in sd.values()), weight_map))
         return index
 
-    def write_bin_set(self, folder, sd, shards, legacy=False):
+    def write_bin_set(self, folder, sd, shards, legacy=False, old_transformers=False):
         """A torch.save set as save_pretrained(safe_serialization=False) writes it (each
         shard a dict of the model's own tensors, ties kept); returns the index path."""
         names = shard_file_names("pytorch_model", ".bin", len(shards))
@@ -253,7 +260,7 @@ class ShardsTest(unittest.TestCase):
             weight_map.update((k, name) for k in keys)
         index = os.path.join(folder, "pytorch_model.bin.index.json")
         with open(index, "w") as f:
-            f.write(index_text(bin_total_size(sd), weight_map))
+            f.write(index_text(bin_total_size(sd, old_transformers), weight_map))
         return index
 
     def load_index(self, index):
@@ -354,9 +361,28 @@ class ShardsTest(unittest.TestCase):
         self.assertGreater(shards.index(["model.huge.weight"]), 0)
         self.assertIn("model.embed.weight", shards[0], "the shard being filled comes after the large one")
         self.assert_fit(out_dir, "2KB")
-        with open(os.path.join(out_dir, "model.safetensors.index.json"), "rb") as f:
+        index = os.path.join(out_dir, "model.safetensors.index.json")
+        with open(index, "rb") as f:
             raw = f.read()
         self.assertIn(b"caf\\u00e9.\\ud83d\\ude00.weight", raw, "the index escapes non-ASCII as json.dumps does")
+        # ckptfix reads back what it wrote: verify, and one .pt in the reading order.
+        proc = support.run("verify", index)
+        self.assertEqual(proc.returncode, 0, proc.stdout + proc.stderr)
+        back = self.path("back", "one.pt")
+        support.run("convert", index, "-o", back, check=0)
+        self.assert_tensors_equal(torch.load(back), self.merged(index), "the set read back", check_order=True)
+
+    def test_output_stem(self):
+        """-o DIR/weights.safetensors: huggingface_hub's filename_pattern
+        "weights{suffix}.safetensors" (weights-00001-of-00002.safetensors,
+        weights.safetensors.index.json). Not in the lead's description: the natural reading."""
+        sd = self.state_dict()
+        pt = self.path("in.pt")
+        torch.save(sd, pt)
+        out_dir = self.folder("out")
+        support.run("convert", pt, "-o", os.path.join(out_dir, "weights.safetensors"),
+                    "--max-shard-size", "2KB", check=0)
+        self.assert_shard_set(out_dir, sd, "2KB", stem="weights")
 
     def test_large_tensor_before_the_shard_being_filled(self):
         """huggingface_hub appends an oversized tensor's shard at once: it comes before
@@ -460,6 +486,40 @@ class ShardsTest(unittest.TestCase):
         shards = self.assert_shard_set(out_dir, sd, "1KB")
         self.assertGreater(len(shards), 1)
         self.assert_fit(out_dir, "1KB")
+
+    def test_bin_set_total_size_of_views(self):
+        """A shard holding a view of a larger storage (torch.save writes the whole
+        storage): transformers >= 4.40 counts the storage's bytes, older transformers the
+        view's bytes. Both indexes are real, undamaged sets: verify accepts them and
+        convert reads the view's values."""
+        base = self.finite_tensor(torch.float32, (10, 8))
+        sd = collections.OrderedDict([("q.weight", base[2:4]), ("norm.weight", self.finite_tensor(torch.float32, (8,))),
+                                      ("out.weight", self.finite_tensor(torch.float16, (4, 4)))])
+        self.assertNotEqual(bin_total_size(sd), bin_total_size(sd, old_transformers=True))
+        for old in (False, True):
+            with self.subTest(old_transformers=old):
+                index = self.write_bin_set(self.folder(f"views{old}"), sd, [["q.weight"], ["norm.weight", "out.weight"]],
+                                           old_transformers=old)
+                proc = support.run("verify", index)
+                self.assertEqual(proc.returncode, 0, f"total_size {self.load_index(index)['metadata']['total_size']}: "
+                                                     f"{proc.stdout}{proc.stderr}")
+                out = self.path(f"views{old}", "out", "one.pt")
+                support.run("convert", index, "-o", out, check=0)
+                self.assert_tensors_equal(torch.load(out), sd, "views", check_order=True)
+
+    def test_index_metadata_other_writers_add(self):
+        """Index metadata beyond total_size (transformers >= 4.54's total_parameters,
+        mergekit's mergekit_version) is no damage."""
+        sd, index = self.st_set()
+        doc = self.load_index(index)
+        doc["metadata"].update(total_parameters=sum(t.numel() for t in sd.values()), mergekit_version="0.0.4.1")
+        with open(index, "w") as f:
+            json.dump(doc, f, indent=2, sort_keys=True)
+        proc = support.run("verify", index)
+        self.assertEqual(proc.returncode, 0, proc.stdout + proc.stderr)
+        out = self.path("out", "one.pt")
+        support.run("convert", index, "-o", out, check=0)
+        self.assert_tensors_equal(torch.load(out), sd, "one.pt")
 
     # -- c. a safetensors set ----------------------------------------------------------
 
