@@ -529,15 +529,17 @@ class ShardsTest(unittest.TestCase):
         folder = self.folder(name)
         return sd, self.write_st_set(folder, sd, hf_split(sd, 2000))
 
-    def test_st_set_inspect_verify(self):
-        sd, index = self.st_set()
-        proc = support.run("verify", index)
-        self.assertEqual(proc.returncode, 0, proc.stdout + proc.stderr)
-        doc = json.loads(support.run("inspect", "--json", index, check=0).stdout)
-        self.assertEqual(doc["inputs"][0]["status"], "ok")
-        got = {t["path"][-1]: (t["dtype"], t["shape"]) for t in doc["tensors"]}
-        self.assertEqual(got, {k: (str(v.dtype).split(".")[-1], list(v.shape)) for k, v in sd.items()})
-        self.assertEqual(support.run("inspect", index).returncode, 0)
+    def test_sets_inspect_verify(self):
+        for tag, (sd, index) in (("st", self.st_set()), ("bin", self.bin_set())):
+            with self.subTest(set=tag):
+                proc = support.run("verify", index)
+                self.assertEqual(proc.returncode, 0, proc.stdout + proc.stderr)
+                doc = json.loads(support.run("inspect", "--json", index, check=0).stdout)
+                self.assertEqual(doc["inputs"][0]["status"], "ok")
+                got = {t["path"][-1]: (t["dtype"], t["shape"]) for t in doc["tensors"]}
+                self.assertEqual(got, {k: (str(v.dtype).split(".")[-1], list(v.shape)) for k, v in sd.items()})
+                proc = support.run("inspect", index)
+                self.assertEqual(proc.returncode, 0, proc.stdout + proc.stderr)
 
     def test_st_set_diff(self):
         sd, index = self.st_set()
@@ -717,6 +719,17 @@ class ShardsTest(unittest.TestCase):
             with open(index, "w") as f:
                 f.write(json.dumps({"metadata": {"total_size": 1}}, indent=2) + "\n")
             out.append((f"{kind}_no_weight_map", index, [index, "weight_map"]))
+
+            # the index names a tensor twice (json.load keeps the last; ckptfix reads JSON
+            # strictly, as it does safetensors headers): the same tensor claimed by two shards
+            folder, index = make(f"{kind}_weight_map_key_twice", kind)
+            with open(index) as f:
+                text = f.read()
+            line = f'    {json.dumps(victim_keys[0])}: {json.dumps(victim)},\n'
+            self.assertIn(line, text)
+            with open(index, "w") as f:
+                f.write(text.replace(line, f'    {json.dumps(victim_keys[0])}: {json.dumps(snames[0])},\n' + line))
+            out.append((f"{kind}_weight_map_key_twice", index, [victim_keys[0]]))
 
             folder, index = make(f"{kind}_weight_map_value_not_a_string", kind)
             edit_index(index, lambda d: d["weight_map"].__setitem__(victim_keys[0], 2))
