@@ -4,7 +4,7 @@
     python3 scripts/fuzz_seeds.py FIXTURES_DIR OUT_DIR
 
 Writes OUT_DIR/<target>/<name> for the targets checkpoint, zip, legacy,
-unpickle, pickle_roundtrip and safetensors: whole fixture files for the file
+unpickle, pickle_roundtrip, safetensors and shard_index: whole fixture files for the file
 readers, small safetensors files built here (every dtype, metadata, escapes), and
 for the pickle targets each fixture's data.pkl, the five pickles of each
 legacy fixture, and small pickles of plain Python values at protocols 0-5.
@@ -78,6 +78,16 @@ def safetensors_seeds():
     yield "scalar-and-empty", file([("s", "F64", [], 8), ("e", "F32", [0, 5], 0), ("names\u00e9\"", "I8", [1], 1)])
 
 
+def shard_index_seeds():
+    """Index files as transformers writes them, and a few that must be refused."""
+    good = {"metadata": {"total_size": 1696}, "weight_map": {"a.weight": "model-00001-of-00002.safetensors",
+                                                             "b\u00e9": "model-00002-of-00002.safetensors"}}
+    yield "transformers.json", json.dumps(good, indent=2, sort_keys=True) + "\n"
+    yield "bin.json", json.dumps({"metadata": {"total_size": 8}, "weight_map": {"w": "pytorch_model-00001-of-00001.bin"}})
+    yield "traversal.json", json.dumps({"weight_map": {"w": "../etc/passwd"}})
+    yield "no-map.json", json.dumps({"metadata": {}})
+
+
 def main():
     if len(sys.argv) != 3:
         sys.exit(__doc__)
@@ -117,6 +127,9 @@ def main():
             for target in ("unpickle", "pickle_roundtrip"):
                 write(out, target, f"plain-{label}-p{protocol}", pkl)
                 count[target] += 1
+    for name, text in shard_index_seeds():
+        write(out, "shard_index", name, text.encode())
+        count["shard_index"] += 1
     for name, data in safetensors_seeds():
         for target in ("safetensors", "checkpoint"):
             write(out, target, f"{name}.safetensors", data)

@@ -24,5 +24,7 @@ void zip(const uint8_t* data, size_t size);
 void legacy(const uint8_t* data, size_t size);
 /// The safetensors header (parse, write, parse back equal) and reader.
 void safetensors(const uint8_t* data, size_t size);
+/// The shard-set index parser: every shard a plain file name.
+void shard_index(const uint8_t* data, size_t size);
 
 }  // namespace ckptfix::fuzz

@@ -36,9 +36,10 @@ enum class CheckpointFormat {
   kZip,     ///< torch >= 1.6 default (`_use_new_zipfile_serialization=True`)
   kLegacy,  ///< the stream format of torch < 1.6 (still writable with `_use_new_zipfile_serialization=False`)
   kSafetensors,  ///< a `.safetensors` file: a JSON header and raw tensor bytes (read as an OrderedDict of tensors)
+  kShardIndex,   ///< a Hugging Face shard set's index (`model.safetensors.index.json`, `pytorch_model.bin.index.json`)
 };
 
-/// "zip", "legacy" or "safetensors".
+/// "zip", "legacy", "safetensors" or "shard index".
 std::string_view format_name(CheckpointFormat format);
 
 /// Where a storage's bytes are in the input file.

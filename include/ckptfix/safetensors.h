@@ -39,12 +39,20 @@ struct SafetensorsOptions {
   bool verify = true;      ///< verify before the rename (off only on request)
   VerifyOptions verify_options;  ///< GPU round trip, limits
   ProgressCallback progress;  ///< phases "writing" and "verifying"
+  /// Above 0: write a Hugging Face shard set of files of at most this many
+  /// bytes of tensors each (one tensor larger than that alone in a file),
+  /// split as transformers' save_pretrained splits: beside `path`
+  /// (DIR/model.safetensors), DIR/model-00001-of-0000N.safetensors ... and
+  /// DIR/model.safetensors.index.json; each file's `__metadata__` has
+  /// "format": "pt". When everything fits in one file, `path` alone is written.
+  uint64_t max_shard_size = 0;
 };
 
 /// What a write produced.
 struct SafetensorsResult {
-  uint64_t bytes = 0;    ///< size of the file
-  size_t tensors = 0;    ///< tensors in the file
+  uint64_t bytes = 0;    ///< size of the files written
+  size_t tensors = 0;    ///< tensors in them
+  std::vector<std::string> files;  ///< the files written (a shard set's index last)
   /// Keys written more than once because they share bytes (tied weights,
   /// views of one storage), one group per storage, in state-dict order.
   std::vector<std::vector<std::string>> shared;
@@ -53,7 +61,9 @@ struct SafetensorsResult {
   std::optional<VerifyReport> verification;  ///< empty when verification was off
 };
 
-/// Writes the root state dict of `checkpoint` to `path` as safetensors.
+/// Writes the root state dict of `checkpoint` to `path` as safetensors (or a
+/// shard set: SafetensorsOptions::max_shard_size); every file is written and
+/// verified before any is renamed into place.
 /// Throws Error(kInvalidArgument) when the root is not a state dict (naming
 /// the state dicts there are), Error(kUnsupported) naming a tensor
 /// safetensors cannot hold (complex128, complex32, quantized, bits types),

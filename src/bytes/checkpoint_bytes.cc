@@ -13,7 +13,7 @@ void Checkpoint::read_storage(size_t storage, uint64_t offset, std::span<std::by
   error_boundary(file_name(), [&] {
     if (storage >= impl_->storages.size()) throw Error(ErrorKind::kInvalidArgument, "no storage " + std::to_string(storage));
     const Storage& s = impl_->storages[storage];
-    StorageReader reader(*impl_->file, s);
+    StorageReader reader(impl_->input_of(s), s);
     reader.skip(offset);
     if (reader.read(out) != out.size()) throw Error(ErrorKind::kInvalidArgument, "read past the end of storage '" + s.key + "'");
   });
@@ -23,17 +23,23 @@ std::span<const std::byte> Checkpoint::map_storage(size_t storage) const {
   const Storage& s = impl_->storages.at(storage);
   if (s.source.encoding == StorageSource::Encoding::kMemory) return {s.source.memory, static_cast<size_t>(s.nbytes)};
   if (s.source.encoding != StorageSource::Encoding::kStored || s.big_endian) return {};
-  return impl_->file->view(s.source.offset, s.nbytes, s.source.record);
+  return impl_->input_of(s).view(s.source.offset, s.nbytes, s.source.record);
 }
 
-std::shared_ptr<const void> Checkpoint::mapping_owner() const { return impl_->file; }
+std::shared_ptr<const void> Checkpoint::mapping_owner() const {
+  if (impl_->shards.empty()) return impl_->file;
+  auto all = std::make_shared<std::vector<std::shared_ptr<const InputFile>>>(impl_->shards);
+  all->push_back(impl_->file);
+  return all;
+}
 
 Checkpoint::PrivateBytes Checkpoint::map_storage_private(size_t storage) const {
   const Storage& s = impl_->storages.at(storage);
   if (s.source.encoding != StorageSource::Encoding::kStored || s.big_endian || s.nbytes == 0) return {};
   return error_boundary(file_name(), [&]() -> PrivateBytes {
-    impl_->file->view(s.source.offset, s.nbytes, s.source.record);  // in range, or Error(kCorrupt)
-    std::shared_ptr<std::byte> mapping = impl_->file->private_mapping();
+    const InputFile& input = impl_->input_of(s);
+    input.view(s.source.offset, s.nbytes, s.source.record);  // in range, or Error(kCorrupt)
+    std::shared_ptr<std::byte> mapping = input.private_mapping();
     if (!mapping) return {};
     return {std::span(mapping.get() + s.source.offset, static_cast<size_t>(s.nbytes)), mapping};
   });

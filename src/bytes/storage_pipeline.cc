@@ -58,9 +58,9 @@ bool stored_in_file(const InputFile& input, const Storage& s) {
 
 }  // namespace
 
-StoragePipeline::StoragePipeline(const InputFile& input, ByteSink& sink, ZipWriter& zip, ReadBack* readback,
+StoragePipeline::StoragePipeline(const CheckpointImpl& checkpoint, ByteSink& sink, ZipWriter& zip, ReadBack* readback,
                                  bool page_phase, std::function<void(uint64_t)> progress)
-    : input_(input),
+    : checkpoint_(checkpoint),
       sink_(sink),
       zip_(zip),
       readback_(readback),
@@ -70,7 +70,7 @@ StoragePipeline::StoragePipeline(const InputFile& input, ByteSink& sink, ZipWrit
 PipedRecord StoragePipeline::write(const Storage& s, const std::string& name) {
   const uint64_t size = s.output_nbytes();
   const bool large = s.nbytes >= kLarge;
-  const bool kernel = large && stored_in_file(input_, s) && ElementTransform(s).identity() && sink_.can_copy_from();
+  const bool kernel = large && stored_in_file(checkpoint_.input_of(s), s) && ElementTransform(s).identity() && sink_.can_copy_from();
   zip_.begin(name, size, kernel && page_phase_ ? std::optional<uint64_t>(s.source.offset) : std::nullopt);
   PipedRecord out;
   uint32_t crc = 0;
@@ -103,13 +103,13 @@ bool StoragePipeline::copy_in_kernel(const Storage& s, uint32_t& crc) {
   // The input's recorded CRC is the expected value; without one, compute it
   // from the input on the worker while the kernel copies.
   std::future<uint32_t> computed;
-  if (s.source.crc32 == 0) computed = worker_.run([this, &s] { return crc_of_input(input_, s); });
+  if (s.source.crc32 == 0) computed = worker_.run([this, &s] { return crc_of_input(checkpoint_.input_of(s), s); });
   std::array<std::byte, 8> head;
-  input_.read(s.source.offset, head, s.source.record);  // kLarge > 8
+  checkpoint_.input_of(s).read(s.source.offset, head, s.source.record);  // kLarge > 8
   zip_.note_direct_head(head);
   for (uint64_t done = 0; done < s.nbytes;) {
     const uint64_t n = std::min(kCopySlice, s.nbytes - done);
-    if (!sink_.copy_from(input_.fd(), s.source.offset + done, n)) {
+    if (!sink_.copy_from(checkpoint_.input_of(s).fd(), s.source.offset + done, n)) {
       if (done != 0) throw Error(ErrorKind::kIo, "the kernel copy stopped part-way").at(zip_.records().back().name);
       if (computed.valid()) computed.get();
       return false;  // not possible for these files: the caller streams instead
@@ -162,10 +162,10 @@ StoragePipeline::Pumped StoragePipeline::pump(const Storage& s, bool large) {
     }
   };
   try {
-    if (large && stored_in_file(input_, s)) {
-      for_each_mapped(input_.fd(), s.source.offset, s.nbytes, s.source.record, stage);
+    if (large && stored_in_file(checkpoint_.input_of(s), s)) {
+      for_each_mapped(checkpoint_.input_of(s).fd(), s.source.offset, s.nbytes, s.source.record, stage);
     } else {
-      RecordReader reader = open_storage_record(input_, s);
+      RecordReader reader = open_storage_record(checkpoint_.input_of(s), s);
       if (read_buffer_.size() < kSlice) read_buffer_.resize(kSlice);
       while (reader.remaining() > 0) {
         const std::span<std::byte> chunk(read_buffer_.data(), std::min<uint64_t>(kSlice, reader.remaining()));
@@ -188,7 +188,7 @@ void StoragePipeline::check_input(const Storage& s, uint32_t actual) const {
   if (s.source.crc32 == 0 || actual == s.source.crc32) return;
   throw Error(ErrorKind::kCorrupt, "the input record is damaged: its bytes have CRC-32 " + hex32(actual) +
                                        " but the archive records " + hex32(s.source.crc32))
-      .in_file(input_.name())
+      .in_file(checkpoint_.input_of(s).name())
       .at(s.source.record);
 }
 
@@ -201,7 +201,7 @@ void StoragePipeline::read_back(const Storage& s, const WrittenRecord& r, std::o
     } catch (const Error& e) {
       // The expected CRC came from the input archive: a mismatch may mean the
       // input itself is damaged, which is a different message.
-      if (crc_from_input && e.kind() == ErrorKind::kVerification) check_input(s, crc_of_input(input_, s));
+      if (crc_from_input && e.kind() == ErrorKind::kVerification) check_input(s, crc_of_input(checkpoint_.input_of(s), s));
       throw;
     }
   }));

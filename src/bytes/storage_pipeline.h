@@ -49,7 +49,7 @@ class StoragePipeline {
   /// `page_phase`: kernel-copied records may keep their input's offset
   /// modulo 4096 (more padding than torch's, for faster copies).
   /// `progress` gets the number of bytes each time more are in the sink.
-  StoragePipeline(const InputFile& input, ByteSink& sink, ZipWriter& zip, ReadBack* readback, bool page_phase,
+  StoragePipeline(const CheckpointImpl& checkpoint, ByteSink& sink, ZipWriter& zip, ReadBack* readback, bool page_phase,
                   std::function<void(uint64_t)> progress);
 
   /// Writes `storage`'s output bytes as the record `name`, which this begins and ends.
@@ -72,7 +72,7 @@ class StoragePipeline {
 
   static constexpr size_t kBuffers = 3;
 
-  const InputFile& input_;
+  const CheckpointImpl& checkpoint_;  // whose input_of() holds each storage's bytes
   ByteSink& sink_;
   ZipWriter& zip_;
   ReadBack* readback_;

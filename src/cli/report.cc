@@ -50,6 +50,7 @@ constexpr std::pair<std::string_view, std::string_view> kFlagOfOption[] = {
     {"overwrite", "--force"},
     {"drop_aliases", "--drop-aliases"},
     {"metadata", "--metadata"},
+    {"max_shard_size", "--max-shard-size"},
 };
 
 std::string with_flags(std::string text) {

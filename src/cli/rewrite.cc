@@ -78,6 +78,24 @@ bool writes_safetensors(const RewriteArgs& args, const std::filesystem::path& ou
   return input.format() == CheckpointFormat::kSafetensors;
 }
 
+// "5GB" (decimal, as transformers reads it), "500MiB" (binary), "1000" (bytes).
+uint64_t parse_size(const std::string& text) {
+  size_t digits = 0;
+  while (digits < text.size() && std::isdigit(static_cast<unsigned char>(text[digits]))) ++digits;
+  std::string unit = text.substr(digits);
+  for (char& c : unit) c = static_cast<char>(std::toupper(static_cast<unsigned char>(c)));
+  static const std::map<std::string, uint64_t> kUnits = {
+      {"", 1}, {"B", 1}, {"KB", 1000}, {"MB", 1000'000}, {"GB", 1000'000'000}, {"TB", 1000'000'000'000},
+      {"KIB", 1ull << 10}, {"MIB", 1ull << 20}, {"GIB", 1ull << 30}, {"TIB", 1ull << 40}};
+  const auto u = kUnits.find(unit);
+  uint64_t n = 0, bytes = 0;
+  if (digits == 0 || digits > 15 || u == kUnits.end() || (n = std::stoull(text.substr(0, digits))) == 0 ||
+      __builtin_mul_overflow(n, u->second, &bytes)) {
+    throw usage("--max-shard-size '" + text + "': expected a size such as 5GB, 500MB or 2GiB");
+  }
+  return bytes;
+}
+
 std::vector<std::pair<std::string, std::string>> parse_metadata(const std::vector<std::string>& items) {
   std::vector<std::pair<std::string, std::string>> out;
   for (const std::string& m : items) {
@@ -232,6 +250,9 @@ void add_rewrite_options(CLI::App* cmd, RewriteArgs& args) {
                 "safetensors.torch.save_model), recording the others in __metadata__");
   cmd->add_option("--metadata", args.metadata, "safetensors: KEY=VALUE for __metadata__ (repeatable)")
       ->allow_extra_args(false);
+  cmd->add_option("--max-shard-size", args.max_shard_size,
+                  "safetensors: write a Hugging Face shard set (-o DIR/model.safetensors): files of at most SIZE "
+                  "(5GB, 500MB decimal; 2GiB binary) and model.safetensors.index.json");
 }
 
 void add_key_option(CLI::App* cmd, PassOptions& passes) {
@@ -276,6 +297,7 @@ void finish_cast_options(const std::string& dtype, const std::vector<std::string
 int run_rewrite(const std::string& command, const RewriteArgs& args, const PassOptions& passes) {
   SaveOptions save_options;
   std::vector<std::pair<std::string, std::string>> metadata;
+  uint64_t max_shard_size = 0;
   std::vector<Input> inputs;
   OpenOptions open;
   std::optional<ValidPassOptions> valid_passes;  // checked once, before any input is read
@@ -288,6 +310,7 @@ int run_rewrite(const std::string& command, const RewriteArgs& args, const PassO
     save_options.libtorch_pickle = passes.for_libtorch;
     save_options.verify_options.gpu = parse_gpu_mode(args.gpu);
     metadata = parse_metadata(args.metadata);
+    if (!args.max_shard_size.empty()) max_shard_size = parse_size(args.max_shard_size);
     if (args.format == "safetensors" && passes.for_libtorch) throw usage("--for-libtorch writes a torch file, not safetensors");
 #ifdef CKPTFIX_FAULT_INJECTION
     g_seams = test_fault_seams();
@@ -312,8 +335,12 @@ int run_rewrite(const std::string& command, const RewriteArgs& args, const PassO
       o.doc["warnings"] = warnings;
       o.doc["unknown_globals"] = unknown;
       const bool safetensors = !passes.for_libtorch && writes_safetensors(args, output, checkpoint);
-      if (!safetensors && (args.drop_aliases || !metadata.empty())) {
-        throw usage(std::string(args.drop_aliases ? "--drop-aliases" : "--metadata") +
+      if (args.in_place && checkpoint.format() == CheckpointFormat::kShardIndex) {
+        throw usage("--in-place cannot rewrite a shard set; write a new one with -o DIR/model.safetensors "
+                    "--max-shard-size SIZE");
+      }
+      if (!safetensors && (args.drop_aliases || !metadata.empty() || max_shard_size > 0)) {
+        throw usage(std::string(args.drop_aliases ? "--drop-aliases" : !metadata.empty() ? "--metadata" : "--max-shard-size") +
                     " applies to safetensors outputs, and '" + output.string() + "' is written as a torch file");
       }
       const CheckpointFormat written_as = safetensors ? CheckpointFormat::kSafetensors : CheckpointFormat::kZip;
@@ -345,6 +372,7 @@ int run_rewrite(const std::string& command, const RewriteArgs& args, const PassO
           st.verify = options.verify;
           st.verify_options = options.verify_options;
           st.progress = options.progress;
+          st.max_shard_size = max_shard_size;
           const SafetensorsResult saved = save_safetensors(checkpoint, output, st);
           o.status = report.changed() || checkpoint.format() != written_as ? OutcomeStatus::kOk : OutcomeStatus::kUnchanged;
           o.doc["changes"] = changes_json(report, nullptr);
@@ -356,8 +384,15 @@ int run_rewrite(const std::string& command, const RewriteArgs& args, const PassO
           o.doc["verification"] = saved.verification ? verification_json(*saved.verification)
                                                      : nlohmann::json{{"status", "skipped"}, {"reason", "--no-verify"}};
           o.doc["bytes_written"] = saved.bytes;
+          o.doc["files"] = saved.files;
           std::vector<std::string> lines = describe(report, nullptr);
-          lines.insert(lines.begin(), "safetensors, " + std::to_string(saved.tensors) + " tensors");
+          if (checkpoint.format() != CheckpointFormat::kSafetensors) {
+            lines.insert(lines.begin(), "converted from " + std::string(format_name(checkpoint.format())));
+          }
+          lines.insert(lines.begin(), saved.files.size() > 1
+                                          ? "safetensors shard set, " + std::to_string(saved.files.size() - 1) +
+                                                " shards and an index, " + std::to_string(saved.tensors) + " tensors"
+                                          : "safetensors, " + std::to_string(saved.tensors) + " tensors");
           for (const auto& group : saved.shared) {
             std::string keys;
             for (const std::string& k : group) keys += (keys.empty() ? "'" : ", '") + k + "'";
@@ -367,7 +402,7 @@ int run_rewrite(const std::string& command, const RewriteArgs& args, const PassO
           std::string line = "ckptfix: " + printable(input.path) + " -> " + printable(output.string()) + ": ";
           for (size_t i = 0; i < lines.size(); ++i) line += (i ? "; " : "") + lines[i];
           o.err += printable(line) + " (" + human_bytes(saved.bytes) + ")\n";
-          o.err += "ckptfix: " + printable(output.string()) + ": " +
+          o.err += "ckptfix: " + printable(saved.files.empty() ? output.string() : saved.files.back()) + ": " +
                    (saved.verification ? "verified: " + saved.verification->summary()
                                        : std::string("not verified (--no-verify)")) +
                    "\n";

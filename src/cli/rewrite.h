@@ -27,6 +27,7 @@ struct RewriteArgs {
   std::string format;
   bool drop_aliases = false;          ///< --drop-aliases (safetensors outputs)
   std::vector<std::string> metadata;  ///< --metadata KEY=VALUE (safetensors outputs)
+  std::string max_shard_size;         ///< --max-shard-size SIZE (safetensors outputs: a shard set)
 };
 
 /// Adds the batch options, -o, --out-dir, --in-place, --force, --no-verify, --gpu,

@@ -104,7 +104,7 @@ size_t ElementReader::next(size_t max, std::vector<double>& re, std::vector<doub
         buffer_first_ = element;
         if (!reader_) {
           const Storage& s = impl_of(checkpoint_).storages[static_cast<size_t>(tensor_.storage)];
-          reader_ = std::make_unique<StorageReader>(*impl_of(checkpoint_).file, s);
+          reader_ = std::make_unique<StorageReader>(impl_of(checkpoint_).input_of(s), s);
           reader_->skip(element * element_size_);
         }
         if (reader_->read(buffer_) != buffer_.size()) {

@@ -32,6 +32,7 @@ constexpr FormatReader kReaders[] = {
     // Before legacy: a safetensors header length may start with 0x80, as a pickle does.
     {"safetensors", &is_safetensors, &read_safetensors_checkpoint},
     {"legacy", &is_pickle, &read_legacy_checkpoint},
+    {"shard index", &is_shard_index, &read_shard_index},
 };
 
 }  // namespace

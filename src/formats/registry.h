@@ -42,6 +42,11 @@ void read_legacy_checkpoint(CheckpointImpl& impl);
 bool is_safetensors(std::span<const std::byte> file);
 void read_safetensors_checkpoint(CheckpointImpl& impl);
 
+/// Hugging Face shard-set indexes: JSON with a weight_map naming the shard
+/// file of every tensor (formats/shard_index.cc).
+bool is_shard_index(std::span<const std::byte> file);
+void read_shard_index(CheckpointImpl& impl);
+
 /// Finds the file's format in the registry and reads it; refuses TorchScript
 /// archives, the tar format and files that are not checkpoints with a hint.
 void read_any_checkpoint(CheckpointImpl& impl);

@@ -315,4 +315,42 @@ std::string json_quote(std::string_view text) {
   return out;
 }
 
+std::string json_quote_ascii(std::string_view text) {
+  std::string out = "\"";
+  auto u = [&](uint32_t unit) {
+    char buf[8];
+    std::snprintf(buf, sizeof buf, "\\u%04x", unit);
+    out += buf;
+  };
+  for (size_t i = 0; i < text.size();) {
+    const auto c = static_cast<unsigned char>(text[i]);
+    uint32_t cp = c;
+    size_t n = 1;
+    if (c >= 0xF0) cp = c & 0x07, n = 4;
+    else if (c >= 0xE0) cp = c & 0x0F, n = 3;
+    else if (c >= 0xC0) cp = c & 0x1F, n = 2;
+    for (size_t k = 1; k < n && i + k < text.size(); ++k) cp = (cp << 6) | (static_cast<unsigned char>(text[i + k]) & 0x3F);
+    i += n;
+    switch (cp) {
+      case '"': out += "\\\""; continue;
+      case '\\': out += "\\\\"; continue;
+      case '\b': out += "\\b"; continue;
+      case '\f': out += "\\f"; continue;
+      case '\n': out += "\\n"; continue;
+      case '\r': out += "\\r"; continue;
+      case '\t': out += "\\t"; continue;
+      default: break;
+    }
+    if (cp >= 0x20 && cp <= 0x7E) {
+      out += static_cast<char>(cp);
+    } else if (cp >= 0x10000) {
+      u(0xD800 + ((cp - 0x10000) >> 10));
+      u(0xDC00 + ((cp - 0x10000) & 0x3FF));
+    } else {
+      u(cp);
+    }
+  }
+  return out + "\"";
+}
+
 }  // namespace ckptfix

@@ -53,4 +53,10 @@ JsonValue parse_json(std::string_view text, size_t max_depth = 64);
 /// DEL and non-ASCII included, as it is.
 std::string json_quote(std::string_view text);
 
+/// `text` as Python's json.dumps writes a str (ensure_ascii): `"` and `\`
+/// escaped, \b \f \n \r \t, every other character outside ' '..'~' as
+/// \uXXXX in lower-case hex (a surrogate pair above U+FFFF). `text` must be
+/// valid UTF-8.
+std::string json_quote_ascii(std::string_view text);
+
 }  // namespace ckptfix

@@ -15,6 +15,7 @@ std::string_view format_name(CheckpointFormat format) {
     case CheckpointFormat::kZip: return "zip";
     case CheckpointFormat::kLegacy: return "legacy";
     case CheckpointFormat::kSafetensors: return "safetensors";
+    case CheckpointFormat::kShardIndex: return "shard index";
   }
   return "?";
 }

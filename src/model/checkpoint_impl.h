@@ -38,6 +38,9 @@ struct ArchiveStyle {
 
 /// A storage with what the passes decide for it.
 struct Storage : StorageInfo {
+  /// Which input file holds its bytes: 0 for CheckpointImpl::file, k for
+  /// CheckpointImpl::shards[k - 1] (checkpoints read from a shard set).
+  uint32_t input = 0;
   /// Set by the cast pass: the element type to write instead of `dtype`.
   std::optional<DType> cast_to;
   /// The element type written to the output.
@@ -60,6 +63,8 @@ struct StateDict : StateDictInfo {
 
 struct CheckpointImpl {
   std::shared_ptr<const InputFile> file;
+  /// The other files a shard set's storages are in (see Storage::input).
+  std::vector<std::shared_ptr<const InputFile>> shards;
   std::unique_ptr<ZipReader> zip;  // null for legacy files
   CheckpointFormat format = CheckpointFormat::kZip;
   std::string archive_root;
@@ -89,6 +94,8 @@ struct CheckpointImpl {
   uint64_t walk_steps() const;
   /// ReadLimits::max_pickle_values, or its default for this file.
   uint64_t pickle_values() const;
+  /// The file holding a storage's bytes.
+  const InputFile& input_of(const Storage& s) const { return s.input == 0 ? *file : *shards.at(s.input - 1); }
   /// The tensor whose value is v, or nullptr.
   const Tensor* tensor_of(const Value* v) const;
   /// Every state dict reachable from the root (computed from the current graph).

@@ -190,6 +190,7 @@ WalkLimits walk_limits(const CheckpointImpl& checkpoint) {
 std::string object_pickle_name(const CheckpointImpl& checkpoint) {
   if (checkpoint.format == CheckpointFormat::kLegacy) return "legacy object pickle";
   if (checkpoint.format == CheckpointFormat::kSafetensors) return "safetensors header";
+  if (checkpoint.format == CheckpointFormat::kShardIndex) return "shard index";
   return checkpoint.archive_root + "/data.pkl";
 }
 

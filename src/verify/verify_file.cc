@@ -30,6 +30,9 @@ std::string VerifyReport::summary() const {
       s = std::to_string(records) + " records (CRC-32 ok";
       if (records_crc_checked != records) s += " on " + std::to_string(records_crc_checked) + ", the others record none";
       s += "), ";
+    } else if (format == CheckpointFormat::kShardIndex) {
+      s = "shard set: " + (records > 0 ? std::to_string(records) + " records of its torch shards (CRC-32 ok), "
+                                       : std::string("safetensors shards (no CRCs; every byte read), "));
     } else {
       s = std::string(format_name(format)) + " format (no CRCs), ";
     }
@@ -55,15 +58,10 @@ Digest digest_record(ByteChecker& checker, RecordReader& reader, bool through_gp
   return checker.digest(reader.remaining(), [&](std::span<std::byte> out) { reader.read(out); }, through_gpu);
 }
 
-VerifyReport verify_input_file(const std::filesystem::path& path, const VerifyOptions& options) {
-  const auto start = std::chrono::steady_clock::now();
-  VerifyReport report;
-  auto file = InputFile::open(path);
-  ByteChecker checker(options.gpu, report.gpu, options.progress, file->size());
+// Every record of a zip file read and its CRC-32 checked.
+void check_zip_crcs(const std::shared_ptr<const InputFile>& file, const VerifyOptions& options, ByteChecker& checker,
+                    VerifyReport& report) {
   try {
-    // CRCs first: a damaged record is named even when it would also break the parse.
-    const bool zip = looks_like_zip(file->bytes());
-    if (zip) {
       const ReadLimits& limits = options.open.limits;
       ZipReader zip(file, {limits.max_storages, limits.max_inflate_ratio, limits.inflate_allowance_bytes,
                            limits.max_inflated_bytes});
@@ -80,17 +78,35 @@ VerifyReport verify_input_file(const std::filesystem::path& path, const VerifyOp
         }
         ++report.records_crc_checked;
       }
-    }
+  } catch (Error& e) {
+    e.in_file(file->name());
+    throw;
+  }
+}
+
+VerifyReport verify_input_file(const std::filesystem::path& path, const VerifyOptions& options) {
+  const auto start = std::chrono::steady_clock::now();
+  VerifyReport report;
+  auto file = InputFile::open(path);
+  ByteChecker checker(options.gpu, report.gpu, options.progress, file->size());
+  try {
+    // CRCs first: a damaged record is named even when it would also break the parse.
+    if (looks_like_zip(file->bytes())) check_zip_crcs(file, options, checker, report);
     const Checkpoint ck = reparse(path, options.open);
+    // A shard set's zip shards (.bin) have their CRCs checked the same way.
+    for (const auto& shard : impl_of(ck).shards) {
+      if (looks_like_zip(shard->bytes())) check_zip_crcs(shard, options, checker, report);
+    }
     report.format = ck.format();
     report.tensors = ck.tensor_positions().size();
     for (const Storage& s : impl_of(ck).storages) {
       ++report.storages;
-      // safetensors files have no CRCs: their bytes are at least read (a
-      // file that is short or unreadable shows here).
-      const bool read_anyway = report.format == CheckpointFormat::kSafetensors;
+      // Bytes no CRC covers (safetensors files and shards) are at least read:
+      // a file that is short or unreadable shows here.
+      const bool read_anyway = report.format == CheckpointFormat::kSafetensors ||
+                               (report.format == CheckpointFormat::kShardIndex && s.source.crc32 == 0);
       if (!checker.gpu_enabled() && !read_anyway) continue;
-      RecordReader reader = open_storage_record(*file, s);
+      RecordReader reader = open_storage_record(impl_of(ck).input_of(s), s);
       expect_gpu_bytes(digest_record(checker, reader, checker.gpu_enabled()), ErrorKind::kGpu, s.source.record);
       if (read_anyway) report.bytes += s.nbytes;
     }

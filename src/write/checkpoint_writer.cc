@@ -134,7 +134,7 @@ SaveResult write_checkpoint(const Checkpoint& checkpoint, ByteSink& sink, const 
   uint64_t done = 0;
   // With `.format_version`, torch may compute where each storage is from its
   // own padding rule, so no page-phase padding for faster kernel copies.
-  StoragePipeline pipeline(*impl_of(checkpoint).file, sink, zip, readback,
+  StoragePipeline pipeline(impl_of(checkpoint), sink, zip, readback,
                            /*page_phase=*/!style.format_version, [&](uint64_t n) {
                              done += n;
                              if (options.progress) options.progress("writing", done, total);

@@ -21,6 +21,7 @@
 #include "error_boundary.h"
 #include "io/atomic_file.h"
 #include "io/bytes.h"
+#include "json/json.h"
 #include "model/checkpoint_impl.h"
 #include "model/graph_walk.h"
 #include "safetensors/header.h"
@@ -36,12 +37,21 @@ struct PlannedTensor {
   uint64_t hash = 0;       // XXH3-64 of the bytes written
 };
 
-struct Plan {
+// One file to write.
+struct FilePlan {
+  std::filesystem::path path;
   std::vector<PlannedTensor> tensors;  // in file order
   std::optional<SafetensorsMetadata> metadata;
+  uint64_t data_bytes = 0;
+};
+
+// Everything to write: one file, or a shard set and its index.
+struct Plan {
+  std::vector<FilePlan> files;
+  std::optional<std::filesystem::path> index;  // a shard set's index file
   std::vector<std::vector<std::string>> shared;
   std::vector<std::pair<std::string, std::string>> dropped;
-  uint64_t data_bytes = 0;
+  uint64_t total_bytes = 0;
 };
 
 bool same_view(const TensorInfo& a, const TensorInfo& b) {
@@ -77,7 +87,58 @@ std::string state_dict_list(const CheckpointImpl& impl) {
   return names.empty() ? "none" : names;
 }
 
-Plan plan_file(const Checkpoint& checkpoint, const SafetensorsOptions& options) {
+// The shards of a set as huggingface_hub's split_torch_state_dict_into_shards
+// makes them (what transformers' save_pretrained writes): tensors in
+// state-dict order, a new shard when the next would pass the limit, a tensor
+// larger than the limit alone in a shard (placed before the one being
+// filled), tensors sharing a storage in the shard of the first of them, each
+// storage counted once.
+std::vector<std::vector<size_t>> split_into_shards(const CheckpointImpl& impl, const std::vector<PlannedTensor>& tensors,
+                                                   uint64_t limit) {
+  std::vector<std::vector<size_t>> shards;
+  std::vector<size_t> current;
+  uint64_t current_size = 0;
+  std::map<int32_t, size_t> first_of_storage;  // storage -> index of its first tensor
+  std::vector<size_t> followers;               // tensors whose storage came earlier
+  for (size_t i = 0; i < tensors.size(); ++i) {
+    const TensorInfo& t = impl.tensors[tensors[i].tensor];
+    if (!first_of_storage.emplace(t.storage, i).second) {
+      followers.push_back(i);
+      continue;
+    }
+    const uint64_t size = impl.storages[static_cast<size_t>(t.storage)].output_nbytes();
+    if (size > limit) {
+      shards.push_back({i});
+      continue;
+    }
+    if (current_size + size > limit && !current.empty()) {
+      shards.push_back(std::move(current));
+      current.clear();
+      current_size = 0;
+    }
+    current.push_back(i);
+    current_size += size;
+  }
+  if (!current.empty()) shards.push_back(std::move(current));
+  for (size_t i : followers) {
+    const size_t first = first_of_storage.at(impl.tensors[tensors[i].tensor].storage);
+    for (auto& shard : shards) {
+      if (std::find(shard.begin(), shard.end(), first) != shard.end()) {
+        shard.push_back(i);
+        break;
+      }
+    }
+  }
+  if (shards.empty()) shards.emplace_back();
+  return shards;
+}
+
+std::string five_digits(size_t n) {
+  std::string s = std::to_string(n);
+  return std::string(s.size() < 5 ? 5 - s.size() : 0, '0') + s;
+}
+
+Plan plan_file(const Checkpoint& checkpoint, const std::filesystem::path& path, const SafetensorsOptions& options) {
   const CheckpointImpl& impl = impl_of(checkpoint);
   const auto dicts = impl.state_dicts();
   // An empty dict is a state dict too (an empty safetensors file reads as one).
@@ -106,6 +167,7 @@ Plan plan_file(const Checkpoint& checkpoint, const SafetensorsOptions& options) 
   std::map<int32_t, std::vector<size_t>> by_storage;  // storage -> entry indexes, in dict order
   for (size_t i = 0; i < entries.size(); ++i) by_storage[impl.tensors[entries[i].tensor].storage].push_back(i);
   Plan plan;
+  std::vector<PlannedTensor> tensors;  // in state-dict order
   std::vector<bool> dropped(entries.size(), false);
   std::vector<std::pair<size_t, std::vector<std::string>>> shared;  // first entry index, keys
   for (const auto& [storage, members] : by_storage) {
@@ -155,25 +217,77 @@ Plan plan_file(const Checkpoint& checkpoint, const SafetensorsOptions& options) 
       if (t.shape.empty()) throw Error(ErrorKind::kUnsupported, "a float4_e2m1fn_x2 scalar has no safetensors shape").at(where);
       p.entry.shape.back() *= per;
     }
-    plan.tensors.push_back(std::move(p));
-  }
-  std::stable_sort(plan.tensors.begin(), plan.tensors.end(), [](const PlannedTensor& a, const PlannedTensor& b) {
-    const int ra = safetensors_dtype_rank(a.entry.dtype), rb = safetensors_dtype_rank(b.entry.dtype);
-    return ra != rb ? ra > rb : a.entry.name < b.entry.name;
-  });
-  for (PlannedTensor& p : plan.tensors) {
-    p.entry.begin = plan.data_bytes;
-    plan.data_bytes += impl.tensors[p.tensor].nbytes();
-    p.entry.end = plan.data_bytes;
+    tensors.push_back(std::move(p));
   }
 
-  if (impl.safetensors_metadata || !options.metadata.empty() || !plan.dropped.empty()) {
-    SafetensorsMetadata metadata = impl.safetensors_metadata.value_or(SafetensorsMetadata{});
-    for (const auto& [k, v] : options.metadata) set_metadata(metadata, k, v, true);
-    for (const auto& [gone, kept] : plan.dropped) set_metadata(metadata, gone, kept, false);  // as save_model: user data wins
-    plan.metadata = std::move(metadata);
+  const bool sharding = options.max_shard_size > 0;
+  const std::vector<std::vector<size_t>> shards =
+      sharding ? split_into_shards(impl, tensors, options.max_shard_size) : std::vector<std::vector<size_t>>{{}};
+  const std::string file_name = path.filename().string();
+  const std::string stem = file_name.size() > 12 && file_name.ends_with(".safetensors")
+                               ? file_name.substr(0, file_name.size() - 12) : file_name;
+  if (shards.size() > 1) {
+    if (!file_name.ends_with(".safetensors")) {
+      throw Error(ErrorKind::kInvalidArgument, "a shard set is named after its output, which must end in .safetensors "
+                                               "(e.g. model.safetensors), not '" + file_name + "'");
+    }
+    plan.index = path.parent_path() / (file_name + ".index.json");
+  }
+  for (size_t k = 0; k < shards.size(); ++k) {
+    FilePlan file;
+    file.path = shards.size() == 1 ? path
+                                   : path.parent_path() / (stem + "-" + five_digits(k + 1) + "-of-" +
+                                                           five_digits(shards.size()) + ".safetensors");
+    if (sharding) {
+      for (size_t i : shards[k]) file.tensors.push_back(tensors[i]);
+    } else {
+      file.tensors = tensors;
+    }
+    std::stable_sort(file.tensors.begin(), file.tensors.end(), [](const PlannedTensor& a, const PlannedTensor& b) {
+      const int ra = safetensors_dtype_rank(a.entry.dtype), rb = safetensors_dtype_rank(b.entry.dtype);
+      return ra != rb ? ra > rb : a.entry.name < b.entry.name;
+    });
+    for (PlannedTensor& p : file.tensors) {
+      p.entry.begin = file.data_bytes;
+      file.data_bytes += impl.tensors[p.tensor].nbytes();
+      p.entry.end = file.data_bytes;
+    }
+    plan.total_bytes += file.data_bytes;
+    // A shard set's files carry {"format": "pt"}, as save_pretrained writes them.
+    std::vector<std::pair<std::string, std::string>> dropped_here;
+    for (const auto& [gone, kept] : plan.dropped) {
+      for (const PlannedTensor& p : file.tensors) {
+        if (p.entry.name == kept) dropped_here.emplace_back(gone, kept);
+      }
+    }
+    if (impl.safetensors_metadata || sharding || !options.metadata.empty() || !dropped_here.empty()) {
+      SafetensorsMetadata metadata = impl.safetensors_metadata.value_or(SafetensorsMetadata{});
+      if (sharding) set_metadata(metadata, "format", "pt", false);
+      for (const auto& [k, v] : options.metadata) set_metadata(metadata, k, v, true);
+      for (const auto& [gone, kept] : dropped_here) set_metadata(metadata, gone, kept, false);  // as save_model: user data wins
+      file.metadata = std::move(metadata);
+    }
+    plan.files.push_back(std::move(file));
   }
   return plan;
+}
+
+// The index as transformers writes it: json.dumps(index, indent=2,
+// sort_keys=True) + "\n", so ASCII only.
+std::string index_json(const Plan& plan) {
+  std::map<std::string, std::string> weight_map;  // sorted by key, as sort_keys sorts (code points = UTF-8 bytes)
+  for (const FilePlan& f : plan.files) {
+    for (const PlannedTensor& p : f.tensors) weight_map[p.entry.name] = f.path.filename().string();
+  }
+  std::string out = "{\n  \"metadata\": {\n    \"total_size\": " + std::to_string(plan.total_bytes) +
+                    "\n  },\n  \"weight_map\": {";
+  bool first = true;
+  for (const auto& [tensor, file] : weight_map) {
+    out += (first ? "\n    " : ",\n    ") + json_quote_ascii(tensor) + ": " + json_quote_ascii(file);
+    first = false;
+  }
+  out += weight_map.empty() ? "}\n}\n" : "\n  }\n}\n";
+  return out;
 }
 
 // Streams one tensor's elements, in row-major order, as the output dtype,
@@ -224,7 +338,7 @@ class TensorStreamer {
   // A contiguous run of the storage: [first, first + part.nbytes).
   void copy_range(const Storage& s, const Storage& part, uint64_t first) {
     ElementTransform transform(part);
-    RecordReader reader = open_storage_record(*impl_.file, s);
+    RecordReader reader = open_storage_record(impl_.input_of(s), s);
     reader.skip(first);
     if (in_.size() < kSlice) in_.resize(kSlice);
     for (uint64_t left = part.nbytes; left > 0;) {
@@ -246,10 +360,10 @@ class TensorStreamer {
     if (s.source.encoding == StorageSource::Encoding::kMemory) {
       bytes = {s.source.memory, static_cast<size_t>(s.nbytes)};
     } else if (s.source.encoding == StorageSource::Encoding::kStored && !s.big_endian) {
-      bytes = impl_.file->view(s.source.offset, s.nbytes, s.source.record);
+      bytes = impl_.input_of(s).view(s.source.offset, s.nbytes, s.source.record);
     } else {
       whole.resize(s.nbytes);
-      StorageReader reader(*impl_.file, s);
+      StorageReader reader(impl_.input_of(s), s);
       reader.read(whole);
       bytes = whole;
       part.big_endian = false;  // StorageReader made them little-endian
@@ -289,7 +403,7 @@ Error mismatch(const std::string& where, const std::string& message) {
 }
 
 // The file read back: its header must be the plan, its bytes what was written.
-VerifyReport verify_output(const std::filesystem::path& temp, const Plan& plan, const VerifyOptions& options) {
+VerifyReport verify_output(const std::filesystem::path& temp, const FilePlan& plan, const VerifyOptions& options) {
   const auto start = std::chrono::steady_clock::now();
   VerifyReport report;
   report.written = true;
@@ -328,51 +442,107 @@ VerifyReport verify_output(const std::filesystem::path& temp, const Plan& plan, 
   return report;
 }
 
+// One file of the plan into `out`; the hashes of what was written go into `file`.
+void write_file(const CheckpointImpl& impl, FilePlan& file, ByteSink& sink, uint64_t& done, uint64_t total,
+                const ProgressCallback& progress) {
+  std::vector<SafetensorsEntry> entries;
+  for (const PlannedTensor& p : file.tensors) entries.push_back(p.entry);
+  sink.write(as_bytes(encode_safetensors_header(entries, file.metadata)));
+  TensorStreamer streamer(impl, sink, [&](uint64_t n) {
+    done += n;
+    if (progress) progress("writing", done, total);
+  });
+  for (PlannedTensor& p : file.tensors) {
+    try {
+      p.hash = streamer.write(impl.tensors[p.tensor]);
+    } catch (Error& e) {
+      e.at("key '" + p.entry.name + "'");
+      throw;
+    }
+  }
+}
+
+void add_report(VerifyReport& total, const VerifyReport& one) {
+  total.records += one.records;
+  total.storages += one.storages;
+  total.tensors += one.tensors;
+  total.bytes += one.bytes;
+  total.seconds += one.seconds;
+  if (total.gpu.status == GpuReport::Status::kOff || one.gpu.status == GpuReport::Status::kOk) {
+    const uint64_t bytes = total.gpu.bytes + one.gpu.bytes;
+    const double seconds = total.gpu.seconds + one.gpu.seconds;
+    total.gpu = one.gpu;
+    total.gpu.bytes = bytes;
+    total.gpu.seconds = seconds;
+  }
+}
+
 SafetensorsResult write_verified(const Checkpoint& checkpoint, const std::filesystem::path& path,
                                  const SafetensorsOptions& options) {
-  Plan plan = error_boundary(checkpoint.file_name(), [&] { return plan_file(checkpoint, options); });
   for (const auto& [k, v] : options.metadata) {
     if (!is_valid_utf8(k) || !is_valid_utf8(v)) {
       throw Error(ErrorKind::kInvalidArgument, "`metadata` must be UTF-8 text");
     }
   }
+  Plan plan = error_boundary(checkpoint.file_name(), [&] { return plan_file(checkpoint, path, options); });
   if (options.verify) require_gpu_if_asked(options.verify_options.gpu);
-  AtomicFile out(path, options.overwrite);
+  // Every file is written and verified before any is renamed into place:
+  // a failure leaves none of them behind.
+  std::vector<std::unique_ptr<AtomicFile>> outs;
   SafetensorsResult result;
+  std::filesystem::path current = path;
   try {
-    ByteSink& sink = out.sink();
-    std::vector<SafetensorsEntry> entries;
-    for (const PlannedTensor& p : plan.tensors) entries.push_back(p.entry);
-    sink.write(as_bytes(encode_safetensors_header(entries, plan.metadata)));
     uint64_t done = 0;
-    TensorStreamer streamer(impl_of(checkpoint), sink, [&](uint64_t n) {
-      done += n;
-      if (options.progress) options.progress("writing", done, plan.data_bytes);
-    });
-    for (PlannedTensor& p : plan.tensors) {
-      try {
-        p.hash = streamer.write(impl_of(checkpoint).tensors[p.tensor]);
-      } catch (Error& e) {
-        e.at("key '" + p.entry.name + "'");
-        throw;
+    for (FilePlan& file : plan.files) {
+      current = file.path;
+      outs.push_back(std::make_unique<AtomicFile>(file.path, options.overwrite));
+      AtomicFile& out = *outs.back();
+      write_file(impl_of(checkpoint), file, out.sink(), done, plan.total_bytes, options.progress);
+      out.flush();
+      result.bytes += out.sink().position();
+      if (options.verify) {
+        VerifyOptions verify_options = options.verify_options;
+        if (!verify_options.progress) verify_options.progress = options.progress;
+        const VerifyReport report = verify_output(out.temp_path(), file, verify_options);
+        if (!result.verification) result.verification = VerifyReport{};
+        if (result.verification->tensors == 0 && result.verification->storages == 0) {
+          result.verification->written = true;
+          result.verification->format = CheckpointFormat::kSafetensors;
+        }
+        add_report(*result.verification, report);
       }
     }
-    out.flush();
-    result.bytes = sink.position();
-    if (options.verify) {
-      VerifyOptions verify_options = options.verify_options;
-      if (!verify_options.progress) verify_options.progress = options.progress;
-      result.verification = verify_output(out.temp_path(), plan, verify_options);
+    if (plan.index) {
+      current = *plan.index;
+      const std::string text = index_json(plan);
+      outs.push_back(std::make_unique<AtomicFile>(*plan.index, options.overwrite));
+      outs.back()->sink().write(as_bytes(text));
+      outs.back()->flush();
+      result.bytes += text.size();
+      if (options.verify) {  // the index read back names every tensor's file and the total, as planned
+        const JsonValue back = parse_json(std::string_view(text));
+        const JsonValue* map = back.find("weight_map");
+        size_t listed = 0;
+        for (const FilePlan& f : plan.files) listed += f.tensors.size();
+        if (map == nullptr || map->members.size() != listed ||
+            back.find("metadata")->find("total_size")->as_uint() != plan.total_bytes) {
+          throw Error(ErrorKind::kVerification, "the index read back differs from the shards written");
+        }
+      }
     }
   } catch (Error& e) {
-    e.in_file(path.string());
+    e.in_file(current.string());
     if (e.kind() == ErrorKind::kIo || e.kind() == ErrorKind::kVerification || e.kind() == ErrorKind::kGpu) {
       e.note("nothing was written");
     }
     throw;
   }
-  out.commit(options.sync);
-  result.tensors = plan.tensors.size();
+  for (auto& out : outs) out->commit(options.sync);  // the index last: a set is complete once it is there
+  for (const FilePlan& f : plan.files) {
+    result.tensors += f.tensors.size();
+    result.files.push_back(f.path.string());
+  }
+  if (plan.index) result.files.push_back(plan.index->string());
   result.shared = std::move(plan.shared);
   result.dropped = std::move(plan.dropped);
   return result;

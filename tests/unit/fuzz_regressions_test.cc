@@ -32,7 +32,8 @@ using Target = void (*)(const uint8_t*, size_t);
 const std::map<std::string, Target> kTargets = {
     {"checkpoint", ckptfix::fuzz::checkpoint}, {"unpickle", ckptfix::fuzz::unpickle},
     {"pickle_roundtrip", ckptfix::fuzz::pickle_roundtrip}, {"zip", ckptfix::fuzz::zip},
-    {"legacy", ckptfix::fuzz::legacy}, {"safetensors", ckptfix::fuzz::safetensors}};
+    {"legacy", ckptfix::fuzz::legacy}, {"safetensors", ckptfix::fuzz::safetensors},
+    {"shard_index", ckptfix::fuzz::shard_index}};
 
 std::set<std::string> pending_inputs(const fs::path& dir) {
   std::set<std::string> out;

@@ -1,0 +1,186 @@
+// Hugging Face shard sets: an index file (`model.safetensors.index.json`,
+// `pytorch_model.bin.index.json`) naming, for every tensor, the shard file
+// beside it that holds it:
+//
+//   {"metadata": {"total_size": N, ...}, "weight_map": {"tensor": "model-00001-of-00002.safetensors", ...}}
+//
+// Each shard is opened as the checkpoint it is (safetensors or torch.save of
+// a state dict); the set reads as one OrderedDict: shards in the order of
+// their names, each shard's tensors in its own order. The set must be
+// consistent, since a loader given a damaged set silently loads zeros or
+// stale tensors: every shard exists and opens, every tensor is in the shard
+// the index names and in no other, none is missing from the index, and
+// total_size (when given) is the bytes the shards hold.
+#include <algorithm>
+#include <cstring>
+#include <map>
+#include <set>
+
+#include "ckptfix/error.h"
+#include "ckptfix/state_dict.h"
+#include "formats/registry.h"
+#include "formats/shard_index.h"
+#include "io/bytes.h"
+#include "json/json.h"
+#include "model/graph_walk.h"
+#include "model/torch_objects.h"
+
+namespace ckptfix {
+namespace {
+
+constexpr uint64_t kMaxIndexBytes = uint64_t{64} << 20;
+constexpr std::string_view kWeightMap = "\"weight_map\"";
+
+Error index_error(const std::string& message) { return std::move(Error(ErrorKind::kCorrupt, message).at("shard index")); }
+
+// A shard is a file beside the index, never a path: an index must not make
+// ckptfix open files elsewhere.
+void check_shard_name(const std::string& tensor, const std::string& shard) {
+  if (shard.empty() || shard == "." || shard == ".." || shard.find('/') != std::string::npos ||
+      shard.find('\\') != std::string::npos || shard.find('\0') != std::string::npos) {
+    throw Error(ErrorKind::kUnsafe, "the index places tensor '" + tensor + "' in '" + shard +
+                                        "', which is not a file name beside the index (shards are never opened by path)")
+        .at("shard index");
+  }
+}
+
+}  // namespace
+
+bool is_shard_index(std::span<const std::byte> file) {
+  const std::string_view text = as_chars(file.first(std::min<size_t>(file.size(), kMaxIndexBytes)));
+  const size_t first = text.find_first_not_of(" \t\r\n");
+  return first != std::string_view::npos && text[first] == '{' && text.find(kWeightMap) != std::string_view::npos;
+}
+
+ShardIndex parse_shard_index(std::string_view text, uint64_t max_tensors) {
+  if (text.size() > kMaxIndexBytes) {
+    throw Error(ErrorKind::kLimit, "the index is " + std::to_string(text.size()) + " bytes, more than " +
+                                       std::to_string(kMaxIndexBytes));
+  }
+  JsonValue root;
+  try {
+    root = parse_json(text, 16);
+  } catch (Error& e) {
+    throw e.at("shard index");
+  }
+  const JsonValue* weight_map = root.kind == JsonValue::Kind::kObject ? root.find("weight_map") : nullptr;
+  if (weight_map == nullptr || weight_map->kind != JsonValue::Kind::kObject) {
+    throw index_error("the index has no weight_map object");
+  }
+  std::optional<uint64_t> total_size;
+  if (const JsonValue* metadata = root.find("metadata"); metadata != nullptr && metadata->kind == JsonValue::Kind::kObject) {
+    if (const JsonValue* total = metadata->find("total_size"); total != nullptr) {
+      total_size = total->as_uint();
+      if (!total_size) throw index_error("metadata.total_size is not a byte count");
+    }
+  }
+  if (weight_map->members.size() > max_tensors) {
+    throw Error(ErrorKind::kLimit, "the index lists " + std::to_string(weight_map->members.size()) +
+                                       " tensors, more than the limit of " + std::to_string(max_tensors));
+  }
+  ShardIndex index;
+  index.total_size = total_size;
+  for (const auto& [tensor, shard] : weight_map->members) {
+    if (shard.kind != JsonValue::Kind::kString) throw index_error("weight_map entry '" + tensor + "' is not a file name");
+    check_shard_name(tensor, shard.text);
+    index.shard_of[tensor] = shard.text;
+    index.shards.insert(shard.text);
+  }
+  return index;
+}
+
+void read_shard_index(CheckpointImpl& impl) {
+  if (impl.file->fd() < 0) {
+    throw Error(ErrorKind::kUnsupported, "a shard index held in memory has no directory to find its shards in");
+  }
+  const ShardIndex index = parse_shard_index(as_chars(impl.file->bytes()), impl.limits.max_storages);
+  const std::map<std::string, std::string>& shard_of = index.shard_of;
+  const std::set<std::string>& shard_names = index.shards;
+  const std::optional<uint64_t>& total_size = index.total_size;
+
+  impl.format = CheckpointFormat::kShardIndex;
+  impl.archive_root = "archive";
+  impl.style = ArchiveStyle::newest();
+  impl.protocol = 2;
+  ValueGraph& g = impl.graph;
+  Value* root_dict = g.make(ValueKind::kObject);
+  root_dict->callable() = g.make_global("collections", "OrderedDict");
+  root_dict->args() = g.make_tuple({});
+  std::map<std::string, std::string> found_in;  // tensor -> the shard it was found in
+  uint64_t held = 0;
+  const std::filesystem::path dir = impl.file->path().parent_path();
+  OpenOptions options;
+  options.limits = impl.limits;
+  for (const std::string& name : shard_names) {
+    const std::filesystem::path path = dir / name;
+    Checkpoint shard = [&] {
+      try {
+        return Checkpoint::open(path, options);
+      } catch (Error& e) {
+        throw e.note("a shard named by the index");
+      }
+    }();
+    const CheckpointImpl& s = impl_of(shard);
+    const auto dicts = s.state_dicts();
+    const bool empty = is_dict_like(*s.root) && s.root->entries().empty();
+    if (!empty && std::none_of(dicts.begin(), dicts.end(), [](const StateDict& d) { return d.path.empty(); })) {
+      throw Error(ErrorKind::kCorrupt, "the shard is not a state dict").in_file(path.string());
+    }
+    const std::vector<StateDictEntry> entries = empty ? std::vector<StateDictEntry>{} : select_state_dict(shard);
+    impl.shards.push_back(s.file);
+    const auto input = static_cast<uint32_t>(impl.shards.size());
+    std::map<int32_t, int32_t> storage_map;  // the shard's storage -> ours
+    for (const StateDictEntry& e : entries) {
+      const auto where = [&] { return "tensor '" + e.key + "'"; };
+      const auto placed = shard_of.find(e.key);
+      if (placed == shard_of.end()) {
+        throw Error(ErrorKind::kCorrupt, "the shard holds it but the index's weight_map does not list it")
+            .in_file(path.string()).at(where());
+      }
+      if (const auto seen = found_in.find(e.key); seen != found_in.end()) {
+        throw Error(ErrorKind::kCorrupt, "it is in two shards, '" + seen->second + "' and '" + name + "'")
+            .in_file(path.string()).at(where());
+      }
+      if (placed->second != name) {
+        throw Error(ErrorKind::kCorrupt, "the shard holds it but the index places it in '" + placed->second + "'")
+            .in_file(path.string()).at(where());
+      }
+      found_in[e.key] = name;
+      const Tensor& t = s.tensors[e.tensor];
+      auto [it, fresh] = storage_map.emplace(t.storage, static_cast<int32_t>(impl.storages.size()));
+      if (fresh) {
+        Storage copy = s.storages[static_cast<size_t>(t.storage)];
+        copy.input = input;
+        copy.key = std::to_string(impl.storages.size());
+        copy.source.record = name + ": " + copy.source.record;
+        held += copy.nbytes;
+        impl.storages.push_back(std::move(copy));
+      }
+      Value* call = g.make(ValueKind::kObject);
+      make_rebuild_call(g, *call, impl.storages, it->second, t.storage_offset, t.shape, t.stride, t.requires_grad,
+                        root_dict->callable());
+      root_dict->entries().emplace_back(g.make_str(e.key), call);
+    }
+  }
+  for (const auto& [tensor, shard] : shard_of) {
+    if (found_in.count(tensor) == 0) {
+      throw Error(ErrorKind::kCorrupt, "the index places it in '" + shard + "', which does not hold it")
+          .in_file((dir / shard).string())
+          .at("tensor '" + tensor + "'");
+    }
+  }
+  if (total_size && *total_size != held) {
+    throw index_error("metadata.total_size is " + std::to_string(*total_size) + " but the shards hold " +
+                      std::to_string(held) + " bytes of tensors");
+  }
+  impl.root = root_dict;
+  build_tensor_table(impl);
+  impl.note_global("collections", "OrderedDict");
+  for (const Storage& st : impl.storages) {
+    impl.note_global("torch._utils", st.untyped ? "_rebuild_tensor_v3" : "_rebuild_tensor_v2");
+    if (st.untyped) impl.note_global("torch", std::string(dtype_name(st.dtype)));
+    else impl.note_global("torch", std::string(*storage_class_name(st.dtype)));
+  }
+}
+
+}  // namespace ckptfix
