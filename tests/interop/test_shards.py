@@ -643,7 +643,7 @@ class ShardsTest(unittest.TestCase):
 
     def damaged_sets(self):
         """(name, index path, words the error must name) for each damage, each in a
-        folder of its own below damaged/NAME/set/ (so ../ of the set is damaged/NAME)."""
+        folder of its own below damaged/caseNN/set/ (so ../ of the set is damaged/caseNN)."""
         out = []
         sd = self.state_dict()
         shards = hf_split(sd, 2000)
@@ -652,7 +652,9 @@ class ShardsTest(unittest.TestCase):
         bin_names = shard_file_names("pytorch_model", ".bin", 3)
 
         def make(name, kind="st"):
-            folder = self.folder("damaged", name, "set")
+            # a numbered folder: a path holding the damage's name ("..._total_size") would
+            # let the error "name" it through the path alone
+            folder = self.folder("damaged", f"case{len(out):02d}", "set")
             if kind == "st":
                 return folder, self.write_st_set(folder, sd, shards)
             return folder, self.write_bin_set(folder, sd, bin_shards)
