@@ -185,9 +185,10 @@ class ShardsTest(unittest.TestCase):
         return p
 
     def state_dict(self):
-        """Twelve tensors of varied dtypes and sizes (0 B to 3.2 KB), one larger than
+        """Thirteen tensors of varied dtypes and sizes (0 B to 3.2 KB), one larger than
         2KB coming while a shard is being filled, non-ASCII names (the index escapes
-        them), in an order that is not the sorted one."""
+        them), a transposed view (written as its contiguous bytes), in an order that
+        is not the sorted one."""
         r = self.finite_tensor
         return collections.OrderedDict([
             ("model.embed.weight", r(torch.float32, (16, 8))),           # 512
@@ -202,6 +203,7 @@ class ShardsTest(unittest.TestCase):
             ("model.empty", r(torch.float32, (0, 4))),                    # 0
             ("caf\u00e9.\U0001f600.weight", r(torch.float16, (50,))),    # 100
             ("lm_head.weight", r(torch.float64, (100,))),                 # 800
+            ("model.proj.weight", r(torch.float32, (6, 9)).t()),          # 216, not contiguous
         ])
 
     def finite_tensor(self, dtype, shape):
