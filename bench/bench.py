@@ -50,9 +50,23 @@ TORCH_JOBS = {
     # all, then save_file. Run by the newest torch judge (scripts/judges.sh),
     # since Debian bookworm's torch 1.13 has no safetensors.
     "to-safetensors": "from safetensors.torch import save_file\nsd = torch.load(src)\nsave_file(dict(sd), dst)",
+    # A .bin shard set to safetensors shards, shard by shard, as
+    # safetensors' convert script and transformers do.
+    "bin-set": "import json, os\nfrom safetensors.torch import save_file\n"
+               "index = json.load(open(src))\nsrc_dir, out_dir = os.path.dirname(src), os.path.dirname(dst)\n"
+               "os.makedirs(out_dir, exist_ok=True)\nnames = sorted(set(index['weight_map'].values()))\nwm = {}\n"
+               "for i, name in enumerate(names):\n"
+               "    out = f'model-{i + 1:05d}-of-{len(names):05d}.safetensors'\n"
+               "    sd = torch.load(os.path.join(src_dir, name))\n"
+               "    save_file(dict(sd), os.path.join(out_dir, out), metadata={'format': 'pt'})\n"
+               "    wm.update({k: out for k in sd})\n"
+               "json.dump({'metadata': index['metadata'], 'weight_map': wm}, "
+               "open(os.path.join(out_dir, 'model.safetensors.index.json'), 'w'), indent=2, sort_keys=True)",
 }
 # Jobs whose Python peer needs the newest torch and the safetensors library.
-JUDGED_JOBS = {"to-safetensors"}
+JUDGED_JOBS = {"to-safetensors", "bin-set"}
+# The shard size of the bin-set job (the generated set's shards are 256 MiB).
+BIN_SET_SHARD = "300MB"
 
 
 def ckptfix_command(binary, job, src, dst):
@@ -65,6 +79,7 @@ def ckptfix_command(binary, job, src, dst):
         "verify": [binary, "verify", src],
         "weights-only": [binary, "weights-only", src, "-o", dst, "--force"],
         "to-safetensors": [binary, "convert", src, "-o", dst, "--force"],
+        "bin-set": [binary, "convert", src, "-o", dst, "--max-shard-size", BIN_SET_SHARD, "--force"],
     }[job]
 
 
@@ -87,6 +102,35 @@ if {device_tag!r}:
     s.location_tag = lambda storage: {device_tag!r}
 torch.save(sd, {path!r})
 """
+    subprocess.run([PYTHON, "-c", script], check=True)
+
+
+def generate_bin_set(index, gib):
+    """A transformers-style .bin shard set of about `gib` GiB: 256 MiB shards
+    of 64 MiB fp32 tensors and pytorch_model.bin.index.json."""
+    script = f"""
+import json, os, torch
+total, shard, chunk = int({gib} * (1 << 30)), 256 << 20, 16 << 20
+names = []
+wm = {{}}
+i = 0
+while total > 0:
+    sd = {{}}
+    while total > 0 and sum(v.nbytes for v in sd.values()) < shard:
+        n = min(chunk, total // 4)
+        sd[f'model.layer{{i}}.weight'] = torch.rand(n)
+        total -= 4 * n
+        i += 1
+    names.append(sd)
+d = os.path.dirname({index!r})
+for k, sd in enumerate(names):
+    name = f'pytorch_model-{{k + 1:05d}}-of-{{len(names):05d}}.bin'
+    torch.save(sd, os.path.join(d, name))
+    wm.update({{key: name for key in sd}})
+size = sum(v.nbytes for sd in names for v in sd.values())
+json.dump({{'metadata': {{'total_size': size}}, 'weight_map': wm}}, open({index!r}, 'w'), indent=2, sort_keys=True)
+"""
+    os.makedirs(os.path.dirname(index), exist_ok=True)
     subprocess.run([PYTHON, "-c", script], check=True)
 
 
@@ -115,7 +159,9 @@ def timed(command, outputs=()):
     written back (sync), so every command starts from the same state: it
     writes a new file, and no earlier run's write-back competes with it."""
     for path in outputs:
-        if os.path.exists(path):
+        if os.path.isdir(path):
+            shutil.rmtree(path)
+        elif os.path.exists(path):
             os.remove(path)
     os.sync()
     with tempfile.NamedTemporaryFile(mode="r") as report:
@@ -130,12 +176,15 @@ def timed(command, outputs=()):
 
 
 def run_case(binary, job, src, workdir, runs, peers, baseline=None):
-    dst = os.path.join(workdir, "out.safetensors" if job == "to-safetensors" else "out.pt")
+    dst = os.path.join(workdir, {"to-safetensors": "out.safetensors", "bin-set": "out-set/model.safetensors"}.get(job, "out.pt"))
     copy = os.path.join(workdir, "copy.pt")
     commands = {"ckptfix": ckptfix_command(binary, job, src, dst)}
     if baseline:
         commands["baseline"] = ckptfix_command(baseline, job, src, dst)
-    if "cp" in peers and job not in ("inspect", "verify"):
+    if "cp" in peers and job == "bin-set":  # the whole set
+        copy = os.path.join(workdir, "copy-set")
+        commands["cp"] = ["cp", "-r", os.path.dirname(src), copy]
+    elif "cp" in peers and job not in ("inspect", "verify"):
         commands["cp"] = ["cp", src, copy]
     if "torch" in peers:
         python = [PYTHON]
@@ -144,7 +193,7 @@ def run_case(binary, job, src, workdir, runs, peers, baseline=None):
             python = [os.path.join(REPO, "scripts", "judges.sh"), "run", "sid", "/usr/bin/python3"]
         commands["torch"] = [*python, "-c", f"import torch, collections\nsrc, dst = {src!r}, {dst!r}\n{TORCH_JOBS[job]}"]
     results = {name: [] for name in commands}
-    outputs = (dst, copy)
+    outputs = (os.path.dirname(dst), copy) if job == "bin-set" else (dst, copy)
     for name, command in commands.items():  # warm-up, not counted
         timed(command, outputs)
     for _ in range(runs):
@@ -235,6 +284,10 @@ def main():
                 generate(src, size)
             for job in args.jobs.split(","):
                 job_src = src
+                if job == "bin-set":
+                    job_src = os.path.join(workdir, f"bin-set-{size}g", "pytorch_model.bin.index.json")
+                    if not os.path.exists(job_src):
+                        generate_bin_set(job_src, size)
                 if job == "weights-only":  # needs a file the default torch.load refuses
                     job_src = os.path.join(workdir, f"refused-{size}g.pt")
                     if not os.path.exists(job_src):

@@ -48,6 +48,11 @@ TEST(Json, QuotesAsSerdeJson) {
   EXPECT_EQ(json_quote("a\"\\\n\x01\x7f/\xc3\xa9"), "\"a\\\"\\\\\\n\\u0001\x7f/\xc3\xa9\"");
 }
 
+TEST(Json, QuotesAsPythonJsonDumps) {  // ensure_ascii, as transformers writes an index
+  EXPECT_EQ(json_quote_ascii("a\"\\\n\x01\x7f/\xc3\xa9\xf0\x9f\x98\x80"),
+            "\"a\\\"\\\\\\n\\u0001\\u007f/\\u00e9\\ud83d\\ude00\"");
+}
+
 TEST(SafetensorsHeader, WrittenHeaderReadsBackAndIsPadded) {
   std::vector<SafetensorsEntry> entries = {{"w", DType::kFloat32, {2, 2}, 0, 16},
                                            {"f4", DType::kFloat4E2M1FnX2, {1, 4}, 16, 18},
