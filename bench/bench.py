@@ -116,7 +116,7 @@ wm = {{}}
 i = 0
 while total > 0:
     sd = {{}}
-    while total > 0 and sum(v.nbytes for v in sd.values()) < shard:
+    while total > 0 and sum(4 * v.numel() for v in sd.values()) < shard:
         n = min(chunk, total // 4)
         sd[f'model.layer{{i}}.weight'] = torch.rand(n)
         total -= 4 * n
@@ -127,7 +127,7 @@ for k, sd in enumerate(names):
     name = f'pytorch_model-{{k + 1:05d}}-of-{{len(names):05d}}.bin'
     torch.save(sd, os.path.join(d, name))
     wm.update({{key: name for key in sd}})
-size = sum(v.nbytes for sd in names for v in sd.values())
+size = sum(4 * v.numel() for sd in names for v in sd.values())
 json.dump({{'metadata': {{'total_size': size}}, 'weight_map': wm}}, open({index!r}, 'w'), indent=2, sort_keys=True)
 """
     os.makedirs(os.path.dirname(index), exist_ok=True)

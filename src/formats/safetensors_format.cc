@@ -60,12 +60,7 @@ void read_safetensors_checkpoint(CheckpointImpl& impl) {
   }
   impl.root = root;
   build_tensor_table(impl);
-  impl.note_global("collections", "OrderedDict");
-  for (const Storage& s : impl.storages) {
-    impl.note_global("torch._utils", s.untyped ? "_rebuild_tensor_v3" : "_rebuild_tensor_v2");
-    if (s.untyped) impl.note_global("torch", std::string(dtype_name(s.dtype)));
-    else impl.note_global("torch", std::string(*storage_class_name(s.dtype)));
-  }
+  note_state_dict_globals(impl);
 }
 
 }  // namespace ckptfix

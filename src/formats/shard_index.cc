@@ -179,12 +179,7 @@ void read_shard_index(CheckpointImpl& impl) {
   }
   impl.root = root_dict;
   build_tensor_table(impl);
-  impl.note_global("collections", "OrderedDict");
-  for (const Storage& st : impl.storages) {
-    impl.note_global("torch._utils", st.untyped ? "_rebuild_tensor_v3" : "_rebuild_tensor_v2");
-    if (st.untyped) impl.note_global("torch", std::string(dtype_name(st.dtype)));
-    else impl.note_global("torch", std::string(*storage_class_name(st.dtype)));
-  }
+  note_state_dict_globals(impl);
 }
 
 }  // namespace ckptfix

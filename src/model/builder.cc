@@ -52,11 +52,7 @@ Checkpoint build_state_dict(const std::vector<StorageSpec>& storages, const std:
   }
   impl->root = root;
   build_tensor_table(*impl);
-  impl->note_global("collections", "OrderedDict");
-  for (const Storage& s : impl->storages) {
-    impl->note_global("torch._utils", s.untyped ? "_rebuild_tensor_v3" : "_rebuild_tensor_v2");
-    if (s.untyped) impl->note_global("torch", std::string(dtype_name(s.dtype)));
-  }
+  note_state_dict_globals(*impl);
   Checkpoint checkpoint = CheckpointAccess::adopt(std::move(impl));
   try {
     validate_tensor_views(checkpoint);

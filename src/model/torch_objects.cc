@@ -296,4 +296,13 @@ void validate_tensor_views(const Checkpoint& checkpoint) {
   }
 }
 
+void note_state_dict_globals(CheckpointImpl& impl) {
+  impl.note_global("collections", "OrderedDict");
+  for (const Storage& s : impl.storages) {
+    impl.note_global("torch._utils", s.untyped ? "_rebuild_tensor_v3" : "_rebuild_tensor_v2");
+    if (s.untyped) impl.note_global("torch", std::string(dtype_name(s.dtype)));
+    else impl.note_global("torch", std::string(*storage_class_name(s.dtype)));
+  }
+}
+
 }  // namespace ckptfix

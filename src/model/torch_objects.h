@@ -48,6 +48,11 @@ void make_rebuild_call(ValueGraph& graph, Value& call, const std::vector<Storage
                        int64_t offset, const std::vector<int64_t>& shape, const std::vector<int64_t>& stride,
                        bool requires_grad, Value* ordered_dict = nullptr);
 
+/// Records the globals a state dict of _rebuild_tensor_v2/_v3 calls over
+/// `impl.storages` names (for checkpoints built without a pickle: in memory,
+/// from safetensors files, from shard sets).
+void note_state_dict_globals(CheckpointImpl& impl);
+
 /// Builds impl.tensors from the rebuild calls in the graph.
 void build_tensor_table(CheckpointImpl& impl);
 

@@ -7,6 +7,8 @@
 #include <string>
 #include <string_view>
 
+#include "io/utf8.h"
+
 namespace ckptfix {
 
 /// Decodes a protocol 0 STRING argument: a Python 2 repr, quoted with ' or ".
@@ -22,8 +24,5 @@ bool decimal_to_le_twos_complement(std::string_view decimal, std::string& out);
 /// Each byte becomes the code point of the same value, UTF-8 encoded.
 std::string latin1_to_utf8(std::string_view bytes);
 
-/// Appends the UTF-8 encoding of a code point (surrogates are encoded as
-/// Python's 'surrogatepass' does, so lone surrogates survive a round trip).
-void append_utf8(std::string& out, uint32_t code_point);
 
 }  // namespace ckptfix
