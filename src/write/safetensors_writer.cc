@@ -13,6 +13,7 @@
 #include <memory>
 #include <xxhash.h>
 
+#include "bytes/background.h"
 #include "bytes/byte_checker.h"
 #include "bytes/element_transform.h"
 #include "bytes/storage_reader.h"
@@ -21,6 +22,7 @@
 #include "error_boundary.h"
 #include "io/atomic_file.h"
 #include "io/bytes.h"
+#include "io/mapped_window.h"
 #include "json/json.h"
 #include "model/checkpoint_impl.h"
 #include "model/graph_walk.h"
@@ -30,6 +32,10 @@ namespace ckptfix {
 namespace {
 
 constexpr size_t kSlice = size_t{2} << 20;
+// Tensors from this size are copied by the kernel when they need no change.
+constexpr uint64_t kKernelCopyFrom = uint64_t{1} << 20;
+// Kernel copies go in slices so progress can be reported.
+constexpr uint64_t kCopySlice = uint64_t{256} << 20;
 
 struct PlannedTensor {
   SafetensorsEntry entry;  // as the header records it
@@ -309,7 +315,9 @@ class TensorStreamer {
       part.numel = t.numel() / packed_values(part.dtype);
       part.nbytes = part.numel * element_size(part.dtype);
       const uint64_t first = static_cast<uint64_t>(t.storage_offset) * element_size(part.dtype);
-      if (contiguous(t)) {
+      if (contiguous(t) && copy_in_kernel(s, part, first)) {
+        return kernel_hash_;
+      } else if (contiguous(t)) {
         copy_range(s, part, first);
       } else {
         gather(t, s, part);
@@ -333,6 +341,43 @@ class TensorStreamer {
       const auto piece = in.subspan(at, std::min(kSlice, in.size() - at));
       output({out_.data(), transform.apply(piece, out_.data())});
     }
+  }
+
+  // Bytes that need no change, stored in a file, going to a file: copied by
+  // the kernel (copy_file_range, as cp does) while the worker hashes the
+  // same bytes of the input for the verification. False when not possible.
+  bool copy_in_kernel(const Storage& s, const Storage& part, uint64_t first) {
+    const InputFile& input = impl_.input_of(s);
+    if (part.nbytes < kKernelCopyFrom || s.source.encoding != StorageSource::Encoding::kStored || input.fd() < 0 ||
+        !ElementTransform(part).identity() || !sink_.can_copy_from()) {
+      return false;
+    }
+    const uint64_t offset = s.source.offset + first;
+    sink_.flush();
+    std::future<uint64_t> hash = worker_.run([&input, offset, &part, &s] {
+      std::unique_ptr<XXH3_state_t, decltype(&XXH3_freeState)> state{XXH3_createState(), XXH3_freeState};
+      XXH3_64bits_reset(state.get());
+      for_each_mapped(input.fd(), offset, part.nbytes, s.source.record,
+                      [&](std::span<const std::byte> view) { XXH3_64bits_update(state.get(), view.data(), view.size()); });
+      return XXH3_64bits_digest(state.get());
+    });
+    try {
+      for (uint64_t done = 0; done < part.nbytes;) {
+        const uint64_t n = std::min(kCopySlice, part.nbytes - done);
+        if (!sink_.copy_from(input.fd(), offset + done, n)) {
+          if (done != 0) throw Error(ErrorKind::kIo, "the kernel copy stopped part-way");
+          hash.wait();
+          return false;  // not possible for these files: stream instead
+        }
+        wrote_(n);
+        done += n;
+      }
+    } catch (...) {
+      hash.wait();  // the task uses `part` and `s`
+      throw;
+    }
+    kernel_hash_ = hash.get();
+    return true;
   }
 
   // A contiguous run of the storage: [first, first + part.nbytes).
@@ -395,6 +440,8 @@ class TensorStreamer {
   ByteSink& sink_;
   std::function<void(uint64_t)> wrote_;
   std::vector<std::byte> in_, out_;
+  uint64_t kernel_hash_ = 0;
+  Background worker_;  // last: joined before what its tasks use goes away
   std::unique_ptr<XXH3_state_t, decltype(&XXH3_freeState)> hash_{XXH3_createState(), XXH3_freeState};
 };
 
