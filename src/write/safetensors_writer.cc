@@ -441,8 +441,8 @@ class TensorStreamer {
   std::function<void(uint64_t)> wrote_;
   std::vector<std::byte> in_, out_;
   uint64_t kernel_hash_ = 0;
-  Background worker_;  // last: joined before what its tasks use goes away
   std::unique_ptr<XXH3_state_t, decltype(&XXH3_freeState)> hash_{XXH3_createState(), XXH3_freeState};
+  Background worker_;  // last: joined before what its tasks use goes away
 };
 
 Error mismatch(const std::string& where, const std::string& message) {
