@@ -150,9 +150,9 @@ nlohmann::json path_to_json(const Path& path) {
   return out;
 }
 
-nlohmann::json verification_json(const SaveResult& saved) {
-  if (!saved.verification) return {{"status", "skipped"}, {"reason", "--no-verify"}};
-  return verification_json(*saved.verification);
+nlohmann::json verification_json(const std::optional<VerifyReport>& verification) {
+  if (!verification) return {{"status", "skipped"}, {"reason", "--no-verify"}};
+  return verification_json(*verification);
 }
 
 nlohmann::json verification_json(const VerifyReport& v) {

@@ -3,6 +3,7 @@
 #pragma once
 
 #include <cstdint>
+#include <optional>
 #include <string>
 
 #include <vector>
@@ -51,8 +52,9 @@ int exit_code_for(const Error& e);
 /// ["state_dict", "conv.weight"] / [0, 1] as a JSON array.
 nlohmann::json path_to_json(const Path& path);
 
-/// The "verification" object of a written file's JSON report.
-nlohmann::json verification_json(const SaveResult& saved);
+/// The "verification" object of a written file's JSON report (skipped when
+/// there is none: --no-verify).
+nlohmann::json verification_json(const std::optional<VerifyReport>& verification);
 /// A VerifyReport as every --json report shows it (verify and the writing commands alike).
 nlohmann::json verification_json(const VerifyReport& report);
 /// The "gpu" object: status, and reason or device, bytes, seconds.

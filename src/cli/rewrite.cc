@@ -364,6 +364,11 @@ int run_rewrite(const std::string& command, const RewriteArgs& args, const PassO
           progress.update(done);
         };
         if (!output.parent_path().empty()) std::filesystem::create_directories(output.parent_path());
+        // What was written, for the two report lines and the JSON.
+        std::vector<std::string> lines;
+        std::string written = output.string();  // the file the verification line names (a set: its index)
+        uint64_t bytes = 0;
+        std::optional<VerifyReport> verification;
         if (safetensors) {
           SafetensorsOptions st;
           st.drop_aliases = args.drop_aliases;
@@ -375,56 +380,48 @@ int run_rewrite(const std::string& command, const RewriteArgs& args, const PassO
           st.progress = options.progress;
           st.max_shard_size = max_shard_size;
           const SafetensorsResult saved = save_safetensors(checkpoint, output, st);
-          o.status = report.changed() || checkpoint.format() != written_as ? OutcomeStatus::kOk : OutcomeStatus::kUnchanged;
           o.doc["changes"] = changes_json(report, nullptr);
           o.doc["format"] = "safetensors";
           o.doc["shared"] = saved.shared;
           nlohmann::json dropped = nlohmann::json::array();
           for (const auto& [gone, kept] : saved.dropped) dropped.push_back({{"key", gone}, {"kept", kept}});
           o.doc["dropped_aliases"] = dropped;
-          o.doc["verification"] = saved.verification ? verification_json(*saved.verification)
-                                                     : nlohmann::json{{"status", "skipped"}, {"reason", "--no-verify"}};
-          o.doc["bytes_written"] = saved.bytes;
           o.doc["files"] = saved.files;
-          std::vector<std::string> lines = describe(report, nullptr);
-          if (checkpoint.format() != CheckpointFormat::kSafetensors) {
-            lines.insert(lines.begin(), "converted from " + std::string(format_name(checkpoint.format())));
-          }
-          lines.insert(lines.begin(), saved.files.size() > 1
-                                          ? "safetensors shard set, " + std::to_string(saved.files.size() - 1) +
-                                                " shards and an index, " + std::to_string(saved.tensors) + " tensors"
-                                          : "safetensors, " + std::to_string(saved.tensors) + " tensors");
+          lines.push_back(saved.files.size() > 1 ? "safetensors shard set, " + std::to_string(saved.files.size() - 1) +
+                                                       " shards and an index, " + std::to_string(saved.tensors) + " tensors"
+                                                 : "safetensors, " + std::to_string(saved.tensors) + " tensors");
+          for (const std::string& line : describe(report, nullptr)) lines.push_back(line);
           for (const auto& group : saved.shared) {
             std::string keys;
             for (const std::string& k : group) keys += (keys.empty() ? "'" : ", '") + k + "'";
             lines.push_back(keys + " share their bytes: written once per key");
           }
           for (const auto& [gone, kept] : saved.dropped) lines.push_back("dropped alias '" + gone + "' of '" + kept + "'");
-          std::string line = "ckptfix: " + printable(input.path) + " -> " + printable(output.string()) + ": ";
-          for (size_t i = 0; i < lines.size(); ++i) line += (i ? "; " : "") + lines[i];
-          o.err += printable(line) + " (" + human_bytes(saved.bytes) + ")\n";
-          o.err += "ckptfix: " + printable(saved.files.empty() ? output.string() : saved.files.back()) + ": " +
-                   (saved.verification ? "verified: " + saved.verification->summary()
-                                       : std::string("not verified (--no-verify)")) +
-                   "\n";
-          o.doc["status"] = status_name(o.status);
-          return o;
+          if (!saved.files.empty()) written = saved.files.back();
+          bytes = saved.bytes;
+          verification = saved.verification;
+        } else {
+          const SaveResult saved = save_output(checkpoint, output, options);
+          o.doc["changes"] = changes_json(report, &saved);
+          lines = describe(report, &saved);
+          bytes = saved.bytes;
+          verification = saved.verification;
         }
-        const SaveResult saved = save_output(checkpoint, output, options);
-        o.status = report.changed() ? OutcomeStatus::kOk : OutcomeStatus::kUnchanged;
-        o.doc["changes"] = changes_json(report, &saved);
-        o.doc["verification"] = verification_json(saved);
-        o.doc["bytes_written"] = saved.bytes;
+        const bool converted = checkpoint.format() != written_as;
+        if (converted) {
+          // After a safetensors output's first line (what it is), before the rest.
+          lines.insert(lines.begin() + (safetensors ? 1 : 0),
+                       "converted from " + std::string(format_name(checkpoint.format())));
+        }
+        o.status = report.changed() || (safetensors && converted) ? OutcomeStatus::kOk : OutcomeStatus::kUnchanged;
+        o.doc["verification"] = verification_json(verification);
+        o.doc["bytes_written"] = bytes;
         std::string line = "ckptfix: " + printable(input.path) + " -> " + printable(output.string()) + ": ";
-        auto lines = describe(report, &saved);
-        if (checkpoint.format() != CheckpointFormat::kZip) {
-          lines.insert(lines.begin(), "converted from " + std::string(format_name(checkpoint.format())));
-        }
         if (lines.empty()) line += command == "convert" ? "re-written, nothing else to change" : "nothing to change; written as is";
         for (size_t i = 0; i < lines.size(); ++i) line += (i ? "; " : "") + lines[i];
-        o.err += printable(line) + " (" + human_bytes(saved.bytes) + ")\n";
-        o.err += "ckptfix: " + printable(output.string()) + ": " +
-                 (saved.verification ? "verified: " + saved.verification->summary() : std::string("not verified (--no-verify)")) +
+        o.err += printable(line) + " (" + human_bytes(bytes) + ")\n";
+        o.err += "ckptfix: " + printable(written) + ": " +
+                 (verification ? "verified: " + verification->summary() : std::string("not verified (--no-verify)")) +
                  "\n";
       }
       o.doc["status"] = status_name(o.status);

@@ -16,10 +16,7 @@ bool is_safetensors(std::span<const std::byte> file) { return looks_like_safeten
 void read_safetensors_checkpoint(CheckpointImpl& impl) {
   const SafetensorsHeader header = parse_safetensors_header(impl.file->bytes());
   impl.format = CheckpointFormat::kSafetensors;
-  // Written as torch zip, it looks like what the newest torch saves.
-  impl.archive_root = "archive";
-  impl.style = ArchiveStyle::newest();
-  impl.protocol = 2;
+  Value* root = begin_built_state_dict(impl);
   impl.safetensors_metadata = header.metadata;
   if (header.entries.size() > impl.limits.max_storages) {
     throw Error(ErrorKind::kLimit, "the header lists " + std::to_string(header.entries.size()) +
@@ -41,9 +38,6 @@ void read_safetensors_checkpoint(CheckpointImpl& impl) {
     s.source.record = "tensor '" + e.name + "'";
     impl.storages.push_back(std::move(s));
   }
-  Value* root = g.make(ValueKind::kObject);
-  root->callable() = g.make_global("collections", "OrderedDict");
-  root->args() = g.make_tuple({});
   for (size_t i = 0; i < header.entries.size(); ++i) {
     const SafetensorsEntry& e = header.entries[i];
     std::vector<int64_t> shape = e.shape;

@@ -22,7 +22,7 @@
 #include "formats/shard_index.h"
 #include "io/bytes.h"
 #include "json/json.h"
-#include "model/graph_walk.h"
+#include "model/dict_selection.h"
 #include "model/torch_objects.h"
 
 namespace ckptfix {
@@ -100,13 +100,8 @@ void read_shard_index(CheckpointImpl& impl) {
   const std::optional<uint64_t>& total_size = index.total_size;
 
   impl.format = CheckpointFormat::kShardIndex;
-  impl.archive_root = "archive";
-  impl.style = ArchiveStyle::newest();
-  impl.protocol = 2;
+  Value* root_dict = begin_built_state_dict(impl);
   ValueGraph& g = impl.graph;
-  Value* root_dict = g.make(ValueKind::kObject);
-  root_dict->callable() = g.make_global("collections", "OrderedDict");
-  root_dict->args() = g.make_tuple({});
   std::map<std::string, std::string> found_in;  // tensor -> the shard it was found in
   uint64_t held = 0;       // bytes of the distinct storages (transformers >= 4.40 counts these)
   uint64_t key_bytes = 0;  // bytes of each key's tensor (older transformers: a view counts its own bytes)
@@ -123,12 +118,9 @@ void read_shard_index(CheckpointImpl& impl) {
       }
     }();
     const CheckpointImpl& s = impl_of(shard);
-    const auto dicts = s.state_dicts();
-    const bool empty = is_dict_like(*s.root) && s.root->entries().empty();
-    if (!empty && std::none_of(dicts.begin(), dicts.end(), [](const StateDict& d) { return d.path.empty(); })) {
-      throw Error(ErrorKind::kCorrupt, "the shard is not a state dict").in_file(path.string());
-    }
-    const std::vector<StateDictEntry> entries = empty ? std::vector<StateDictEntry>{} : select_state_dict(shard);
+    const auto root_entries = root_state_dict_entries(shard);
+    if (!root_entries) throw Error(ErrorKind::kCorrupt, "the shard is not a state dict").in_file(path.string());
+    const std::vector<StateDictEntry>& entries = *root_entries;
     impl.shards.push_back(s.file);
     const auto input = static_cast<uint32_t>(impl.shards.size());
     std::map<int32_t, int32_t> storage_map;  // the shard's storage -> ours

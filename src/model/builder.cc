@@ -15,9 +15,7 @@ Checkpoint build_state_dict(const std::vector<StorageSpec>& storages, const std:
   auto impl = std::make_unique<CheckpointImpl>();
   impl->file = InputFile::from_memory({}, "<memory>");
   impl->format = CheckpointFormat::kZip;
-  impl->archive_root = "archive";
-  impl->style = ArchiveStyle::newest();
-  impl->protocol = 2;
+  Value* root = begin_built_state_dict(*impl);
   ValueGraph& g = impl->graph;
 
   for (size_t i = 0; i < storages.size(); ++i) {
@@ -38,9 +36,6 @@ Checkpoint build_state_dict(const std::vector<StorageSpec>& storages, const std:
     impl->storages.push_back(std::move(s));
   }
 
-  Value* root = g.make(ValueKind::kObject);
-  root->callable() = g.make_global("collections", "OrderedDict");
-  root->args() = g.make_tuple({});
   std::unordered_set<std::string> keys;
   for (const TensorSpec& t : tensors) {
     if (t.storage >= storages.size()) throw Error(ErrorKind::kInvalidArgument, "tensor '" + t.key + "' names a storage that does not exist");

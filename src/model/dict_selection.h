@@ -8,9 +8,11 @@
 // and for tensor passes every tensor reachable from them.
 #pragma once
 
+#include <optional>
 #include <string>
 #include <vector>
 
+#include "ckptfix/state_dict.h"
 #include "model/checkpoint_impl.h"
 
 namespace ckptfix {
@@ -42,6 +44,11 @@ std::vector<TargetDict> select_dicts(const CheckpointImpl& checkpoint, const std
 
 /// The tensors inside the selected dicts (each tensor once, first position wins).
 std::vector<TargetTensor> select_tensors(const CheckpointImpl& checkpoint, const std::vector<TargetDict>& dicts);
+
+/// The entries of the root when it is a state dict (an empty dict counts:
+/// an empty safetensors file reads as one), else nullopt: what a format
+/// holding exactly one state dict (safetensors, a shard) takes.
+std::optional<std::vector<StateDictEntry>> root_state_dict_entries(const Checkpoint& checkpoint);
 
 /// For messages: every tensor's first position path ("state_dict/fc.weight").
 std::vector<std::string> tensor_names(const Checkpoint& checkpoint);

@@ -1,5 +1,7 @@
 #include "ckptfix/state_dict.h"
 
+#include <algorithm>
+
 #include "ckptfix/error.h"
 #include "error_boundary.h"
 #include "model/graph_walk.h"
@@ -39,6 +41,14 @@ std::vector<StateDictEntry> find_state_dict(const CheckpointImpl& checkpoint, co
 }
 
 }  // namespace
+
+std::optional<std::vector<StateDictEntry>> root_state_dict_entries(const Checkpoint& checkpoint) {
+  const CheckpointImpl& impl = impl_of(checkpoint);
+  if (is_dict_like(*impl.root) && impl.root->entries().empty()) return std::vector<StateDictEntry>{};
+  const auto dicts = impl.state_dicts();
+  if (std::none_of(dicts.begin(), dicts.end(), [](const StateDict& d) { return d.path.empty(); })) return std::nullopt;
+  return select_state_dict(checkpoint);
+}
 
 std::vector<StateDictEntry> select_state_dict(const Checkpoint& checkpoint, const std::string& key) {
   return error_boundary(checkpoint.file_name(), [&] { return find_state_dict(impl_of(checkpoint), key); });

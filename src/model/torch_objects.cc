@@ -296,6 +296,16 @@ void validate_tensor_views(const Checkpoint& checkpoint) {
   }
 }
 
+Value* begin_built_state_dict(CheckpointImpl& impl) {
+  impl.archive_root = "archive";
+  impl.style = ArchiveStyle::newest();
+  impl.protocol = 2;
+  Value* root = impl.graph.make(ValueKind::kObject);
+  root->callable() = impl.graph.make_global("collections", "OrderedDict");
+  root->args() = impl.graph.make_tuple({});
+  return root;
+}
+
 void note_state_dict_globals(CheckpointImpl& impl) {
   impl.note_global("collections", "OrderedDict");
   for (const Storage& s : impl.storages) {

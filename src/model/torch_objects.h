@@ -48,6 +48,12 @@ void make_rebuild_call(ValueGraph& graph, Value& call, const std::vector<Storage
                        int64_t offset, const std::vector<int64_t>& shape, const std::vector<int64_t>& stride,
                        bool requires_grad, Value* ordered_dict = nullptr);
 
+/// Starts a checkpoint no pickle describes (built in memory, read from a
+/// safetensors file or a shard set): laid out, when written as a torch zip,
+/// as the newest torch saves (root folder "archive", its records, protocol
+/// 2). Returns its root, an empty `OrderedDict()` for the caller to fill.
+Value* begin_built_state_dict(CheckpointImpl& impl);
+
 /// Records the globals a state dict of _rebuild_tensor_v2/_v3 calls over
 /// `impl.storages` names (for checkpoints built without a pickle: in memory,
 /// from safetensors files, from shard sets).

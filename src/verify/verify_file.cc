@@ -62,22 +62,22 @@ Digest digest_record(ByteChecker& checker, RecordReader& reader, bool through_gp
 void check_zip_crcs(const std::shared_ptr<const InputFile>& file, const VerifyOptions& options, ByteChecker& checker,
                     VerifyReport& report) {
   try {
-      const ReadLimits& limits = options.open.limits;
-      ZipReader zip(file, {limits.max_storages, limits.max_inflate_ratio, limits.inflate_allowance_bytes,
-                           limits.max_inflated_bytes});
-      for (const ZipEntry& e : zip.entries()) {
-        RecordReader reader(*file, e.data_offset, e.compressed_size, e.method == 8, e.size, e.name);
-        const Digest d = digest_record(checker, reader, false);
-        ++report.records;
-        report.bytes += e.size;
-        if (e.crc32 == 0 && e.size != 0) continue;  // no CRC recorded (torch >= 2.6 option)
-        if (d.crc != e.crc32) {
-          throw Error(ErrorKind::kCorrupt, "CRC-32 mismatch: the archive records " + hex32(e.crc32) + " but the data gives " +
-                                               hex32(d.crc) + "; the record is damaged")
-              .at(e.name);
-        }
-        ++report.records_crc_checked;
+    const ReadLimits& limits = options.open.limits;
+    ZipReader zip(file, {limits.max_storages, limits.max_inflate_ratio, limits.inflate_allowance_bytes,
+                         limits.max_inflated_bytes});
+    for (const ZipEntry& e : zip.entries()) {
+      RecordReader reader(*file, e.data_offset, e.compressed_size, e.method == 8, e.size, e.name);
+      const Digest d = digest_record(checker, reader, false);
+      ++report.records;
+      report.bytes += e.size;
+      if (e.crc32 == 0 && e.size != 0) continue;  // no CRC recorded (torch >= 2.6 option)
+      if (d.crc != e.crc32) {
+        throw Error(ErrorKind::kCorrupt, "CRC-32 mismatch: the archive records " + hex32(e.crc32) + " but the data gives " +
+                                             hex32(d.crc) + "; the record is damaged")
+            .at(e.name);
       }
+      ++report.records_crc_checked;
+    }
   } catch (Error& e) {
     e.in_file(file->name());
     throw;

@@ -25,7 +25,7 @@
 #include "io/mapped_window.h"
 #include "json/json.h"
 #include "model/checkpoint_impl.h"
-#include "model/graph_walk.h"
+#include "model/dict_selection.h"
 #include "safetensors/header.h"
 
 namespace ckptfix {
@@ -146,15 +146,13 @@ std::string five_digits(size_t n) {
 
 Plan plan_file(const Checkpoint& checkpoint, const std::filesystem::path& path, const SafetensorsOptions& options) {
   const CheckpointImpl& impl = impl_of(checkpoint);
-  const auto dicts = impl.state_dicts();
-  // An empty dict is a state dict too (an empty safetensors file reads as one).
-  const bool empty_root = is_dict_like(*impl.root) && impl.root->entries().empty();
-  if (!empty_root && std::none_of(dicts.begin(), dicts.end(), [](const StateDict& sd) { return sd.path.empty(); })) {
+  const auto root_entries = root_state_dict_entries(checkpoint);
+  if (!root_entries) {
     throw Error(ErrorKind::kInvalidArgument,
                 "a safetensors file holds one state dict and the root of this checkpoint is not one; state dicts in "
                 "it: " + state_dict_list(impl) + "; choose one with `extract`");
   }
-  const std::vector<StateDictEntry> entries = empty_root ? std::vector<StateDictEntry>{} : select_state_dict(checkpoint);
+  const std::vector<StateDictEntry>& entries = *root_entries;
   for (const StateDictEntry& e : entries) {
     // Keys the header cannot spell: refused here, naming the input, rather
     // than written into a file that does not read back.
