@@ -224,7 +224,10 @@ std::string encode_safetensors_header(const std::vector<SafetensorsEntry>& entri
     const SafetensorsEntry& e = entries[i];
     if (i) json += ',';
     json += json_quote(e.name) + ":{\"dtype\":\"" + std::string(*safetensors_dtype_name(e.dtype)) + "\",\"shape\":[";
-    for (size_t d = 0; d < e.shape.size(); ++d) json += (d ? "," : "") + std::to_string(e.shape[d]);
+    for (size_t d = 0; d < e.shape.size(); ++d) {
+      if (d) json += ',';
+      json += std::to_string(e.shape[d]);
+    }
     json += "],\"data_offsets\":[" + std::to_string(e.begin) + ',' + std::to_string(e.end) + "]}";
   }
   json += '}';
