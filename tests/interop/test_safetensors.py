@@ -234,6 +234,8 @@ class SafetensorsTest(unittest.TestCase):
         self.assert_tensors_equal(loaded, st.load_file(src), f"{name}.pt")
         for k, v in loaded.items():
             self.assertTrue(v.is_contiguous(), f"{name}.pt[{k!r}]: not contiguous")
+        if TORCH >= (2, 1):  # torch.load(mmap=True) reads the same (torch 2.1 added it)
+            self.assert_tensors_equal(torch.load(out, mmap=True), loaded, f"{name}.pt with mmap=True", check_order=True)
         return out
 
     def assert_refused(self, proc, out_dir, *must_name, codes=(1,)):
