@@ -49,6 +49,10 @@ struct StorageSource {
     kStored,    ///< raw bytes at offset in the file
     kDeflated,  ///< a deflated zip record at offset
     kMemory,    ///< raw bytes at `memory` (a checkpoint built in memory, e.g. from LibTorch tensors)
+    /// At offset, `length` bytes of UTF-8 text whose code points (0 to 255)
+    /// are the bytes: a numpy array's bytes as pickle protocol 2 holds them
+    /// (_codecs.encode(str, 'latin1')), decoded as they are read.
+    kLatin1Text,
   };
   Encoding encoding = Encoding::kStored;  ///< how the bytes are stored
   const std::byte* memory = nullptr;  ///< kMemory: the bytes (owned by whoever built the checkpoint)
@@ -184,7 +188,9 @@ class TableView {
 /// what torch.save writes; raise one to read a sound file that is simply
 /// that large (on the command line: --limit NAME=VALUE).
 struct ReadLimits {
-  /// Bytes of the object pickle (data.pkl) after inflating; it is held in memory.
+  /// Bytes of the object pickle (data.pkl) after inflating; it is held in
+  /// memory, except the payloads OpenOptions::leave_payloads_in_file leaves
+  /// in the file, which do not count.
   uint64_t max_pickle_bytes = uint64_t{1} << 30;
   /// Values, MARKs and memo entries the pickle reader holds at once (popped
   /// values are freed). 0: 2 per byte of the file, plus 2^20.
@@ -216,6 +222,14 @@ struct ReadLimits {
 /// Options for opening a checkpoint.
 struct OpenOptions {
   ReadLimits limits;  ///< what reading the file may cost at most
+  /// For a checkpoint that goes through apply_passes with `weights_only`:
+  /// a str or bytes of 1 MiB or more in a stored (not deflated) data.pkl is
+  /// not read into memory, so that the repair makes a numpy array's storage
+  /// straight from its bytes in the file and memory stays flat however
+  /// large the array. apply_passes reads in every such payload still in the
+  /// object graph (in the order they are needed, so memory then grows with
+  /// those), so everything after it sees the same values as without this.
+  bool leave_payloads_in_file = false;
 };
 
 /// An opened checkpoint. Movable, not copyable.

@@ -9,8 +9,10 @@ RecordReader open_storage_record(const InputFile& file, const Storage& storage) 
   if (src.encoding == StorageSource::Encoding::kMemory) {
     return RecordReader(file, std::span<const std::byte>(src.memory, storage.nbytes), src.record);
   }
-  return RecordReader(file, src.offset, src.length, src.encoding == StorageSource::Encoding::kDeflated, storage.nbytes,
-                      src.record);
+  const RecordEncoding encoding = src.encoding == StorageSource::Encoding::kDeflated     ? RecordEncoding::kDeflated
+                                   : src.encoding == StorageSource::Encoding::kLatin1Text ? RecordEncoding::kLatin1Text
+                                                                                          : RecordEncoding::kStored;
+  return RecordReader(file, src.offset, src.length, encoding, storage.nbytes, src.record);
 }
 
 StorageReader::StorageReader(const InputFile& file, const Storage& storage)

@@ -1,5 +1,5 @@
 // The source stage of the byte pipeline: one storage's bytes out of the
-// input file (stored, deflated, or held in memory), front to back.
+// input file (stored, deflated, latin-1 text, or held in memory), front to back.
 // StorageReader also puts them in the byte order every writer uses
 // (little-endian), for readers that want elements (diff, tensor values).
 #pragma once
@@ -30,7 +30,7 @@ class StorageReader {
   RecordReader record_;
 };
 
-/// A reader of a storage's raw record (file bytes, inflated, or memory),
+/// A reader of a storage's raw record (file bytes, inflated, decoded, or memory),
 /// before any byte swapping.
 RecordReader open_storage_record(const InputFile& file, const Storage& storage);
 

@@ -304,6 +304,8 @@ int run_rewrite(const std::string& command, const RewriteArgs& args, const PassO
   std::optional<ValidPassOptions> valid_passes;  // checked once, before any input is read
   try {
     open = open_options(args.batch.limits);
+    // The weights-only repair streams numpy arrays' bytes from the input.
+    open.leave_payloads_in_file = passes.weights_only;
     inputs = expand_inputs(args.batch);
     validate_outputs(args, inputs);
     valid_passes = validate_pass_options(passes);

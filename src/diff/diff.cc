@@ -116,8 +116,9 @@ uint64_t read_cost(const Checkpoint& ck, const Tensor& t) {
     span += static_cast<uint64_t>(t.shape[i] - 1) * static_cast<uint64_t>(t.stride[i]);
   }
   if (span != cost) cost += span;  // strided: the span is read
-  if (impl_of(ck).storages[static_cast<size_t>(t.storage)].source.encoding == StorageSource::Encoding::kDeflated) {
-    cost += static_cast<uint64_t>(t.storage_offset);  // inflated from the start to get there
+  const StorageSource::Encoding encoding = impl_of(ck).storages[static_cast<size_t>(t.storage)].source.encoding;
+  if (encoding == StorageSource::Encoding::kDeflated || encoding == StorageSource::Encoding::kLatin1Text) {
+    cost += static_cast<uint64_t>(t.storage_offset);  // decoded from the start to get there
   }
   return cost;
 }

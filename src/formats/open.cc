@@ -16,6 +16,7 @@ Checkpoint open_input(std::shared_ptr<const InputFile> file, const OpenOptions& 
   auto impl = std::make_unique<CheckpointImpl>();
   impl->file = std::move(file);
   impl->limits = options.limits;
+  impl->leave_payloads_in_file = options.leave_payloads_in_file;
   const std::string name = impl->file->name();  // a copy: impl goes into the Checkpoint, which may not survive
   return error_boundary(name, [&] {
     read_any_checkpoint(*impl);

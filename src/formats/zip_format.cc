@@ -15,6 +15,9 @@ namespace ckptfix {
 namespace {
 
 constexpr uint64_t kMaxSmallRecord = 4096;
+// A str or bytes this large is left in the file when the caller asks for it
+// (OpenOptions::leave_payloads_in_file): numpy arrays' bytes, not names.
+constexpr uint64_t kPayloadInFileFrom = uint64_t{1} << 20;
 
 bool has_record_with_prefix(const ZipReader& zip, const std::string& prefix) {
   return std::any_of(zip.entries().begin(), zip.entries().end(),
@@ -97,15 +100,32 @@ void read_zip_checkpoint(CheckpointImpl& impl) {
 
   read_archive_style(zip, root, impl.style);
 
-  const std::string pickle_bytes = zip.read_all(*pickle, impl.limits.max_pickle_bytes, "max_pickle_bytes");
+  // A stored data.pkl (torch never deflates it) is parsed where it lies in
+  // the file mapping, so only the pages of its opcodes are touched; with
+  // leave_payloads_in_file its large str and bytes are not read at all, and
+  // only the rest counts against max_pickle_bytes. A deflated one is
+  // inflated into memory.
   UnpickleOptions unpickle_options;
+  std::string inflated;
+  std::span<const std::byte> pickle_bytes;
+  if (pickle->method == 0 && impl.leave_payloads_in_file) {
+    pickle_bytes = zip.view_stored(*pickle);
+    unpickle_options.leave_in_file_from = kPayloadInFileFrom;
+    unpickle_options.file_offset = pickle->data_offset;
+    unpickle_options.max_held_bytes = impl.limits.max_pickle_bytes;
+  } else if (pickle->method == 0) {
+    pickle_bytes = zip.view_stored(*pickle, impl.limits.max_pickle_bytes, "max_pickle_bytes");
+  } else {
+    inflated = zip.read_all(*pickle, impl.limits.max_pickle_bytes, "max_pickle_bytes");
+    pickle_bytes = as_bytes(inflated);
+  }
   unpickle_options.max_values = impl.pickle_values();
   unpickle_options.max_name_bytes = impl.limits.max_name_bytes;
   unpickle_options.on_global = [&impl](const std::string& module, const std::string& name) {
     impl.note_global(module, name);
   };
   try {
-    const UnpickleResult parsed = unpickle(as_bytes(pickle_bytes), impl.graph, unpickle_options);
+    const UnpickleResult parsed = unpickle(pickle_bytes, impl.graph, unpickle_options);
     impl.root = parsed.root;
     impl.protocol = parsed.protocol;
     impl.opcodes |= parsed.opcodes;

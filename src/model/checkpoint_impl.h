@@ -80,6 +80,9 @@ struct CheckpointImpl {
   std::unordered_set<std::string> global_names;  // of `globals`, to record each once
   OpcodeSet opcodes;
   ReadLimits limits;
+  /// OpenOptions::leave_payloads_in_file: the reader leaves large str and
+  /// bytes payloads of a stored data.pkl in the file (Value::in_file).
+  bool leave_payloads_in_file = false;
   /// Bytes of storages the passes made (numpy arrays turned into tensors),
   /// which kMemory sources point into; a deque, so they never move.
   std::deque<std::string> owned_bytes;

@@ -4,6 +4,7 @@
 
 #include "ckptfix/error.h"
 #include "model/checkpoint_impl.h"
+#include "model/payloads.h"
 #include "error_boundary.h"
 #include "ckptfix/prefixes.h"
 #include "passes/passes_internal.h"
@@ -56,7 +57,13 @@ PassReport run_passes(Checkpoint& checkpoint, const PassOptions& options) {
   PassReport report;
   // 0. weights-only repair: the other passes see plain data (a pickled
   // module is now its state dict, which --key and the renames can name).
-  if (options.weights_only) make_weights_only(checkpoint, options, report);
+  // Payloads left in the file are read in first, except by the repair,
+  // which reads in what it does not turn into storages (model/payloads.h).
+  if (options.weights_only) {
+    make_weights_only(checkpoint, options, report);
+  } else {
+    read_in_payloads(impl);
+  }
   // 0. extract: what the user keeps becomes the root; the writer then
   // writes only the storages still reachable.
   if (options.extract) {

@@ -12,6 +12,7 @@
 
 #include "ckptfix/error.h"
 #include "model/graph_walk.h"
+#include "model/payloads.h"
 #include "passes/passes_internal.h"
 #include "passes/weights_only_rules.h"
 #include "pickle/global_policy.h"
@@ -61,6 +62,10 @@ void make_weights_only(Checkpoint& checkpoint, const PassOptions& options, PassR
     std::string global;
   };
   std::vector<Refused> refused;
+  // Large payloads left in the file (OpenOptions::leave_payloads_in_file):
+  // the rules read the text of all but numpy arrays' bytes, which the numpy
+  // rule turns into storages where they lie; what it leaves is read in after.
+  read_in_payloads(impl, numpy_array_payloads(impl));
   walk_checkpoint(impl, impl.root, [&](Value& v, const Path& path) {
     const Value* cls = class_of(v);
     if (cls == nullptr || allowed(*cls)) return true;
@@ -83,6 +88,7 @@ void make_weights_only(Checkpoint& checkpoint, const PassOptions& options, PassR
                 "values of classes outside torch's weights_only allowlist that no rewrite rule knows: " + list +
                     "; `drop_unknown` replaces them with None");
   }
+  read_in_payloads(impl);
   unwrap_unreachable_parameters(impl);
 }
 

@@ -5,12 +5,18 @@
 //   array:  numpy.core.multiarray._reconstruct(numpy.ndarray, (0,), b'b')
 //           + BUILD((1, shape, <dtype>, is_fortran, <bytes>))
 // where <bytes> is, at torch's protocol 2, _codecs.encode(<str>, 'latin1').
+// An array's bytes still in the input file (OpenOptions::
+// leave_payloads_in_file) become a storage read from there when the output
+// is written, decoded from latin-1 text on the way: memory stays flat
+// however large the array.
 #include <bit>
 #include <cstring>
 #include <optional>
 
 #include "ckptfix/error.h"
 #include "dtype_kernels/convert.h"
+#include "model/graph_walk.h"
+#include "model/payloads.h"
 #include "model/torch_objects.h"
 #include "passes/weights_only_rules.h"
 
@@ -21,27 +27,68 @@ bool is_multiarray(const Value& global, std::string_view name) {
   return (global.text == "numpy.core.multiarray" || global.text == "numpy._core.multiarray") && global.name() == name;
 }
 
-// The bytes a value holds: BINBYTES, or _codecs.encode(str, 'latin1').
-std::optional<std::string> bytes_of(const Value* v) {
-  if (v->kind == ValueKind::kBytes) return v->text;
-  if (!v->is_call_to("_codecs", "encode") || v->args() == nullptr || v->args()->items.size() != 2) return std::nullopt;
-  const Value* text = v->args()->items[0];
-  const Value* codec = v->args()->items[1];
-  if (!text->is_str() || !codec->is_str() || codec->text != "latin1") return std::nullopt;
-  std::string out;
-  out.reserve(text->text.size());
-  const std::string& s = text->text;  // UTF-8 of code points 0..255
+// The bytes of a numpy value: in memory, or (a large array's, see
+// model/payloads.h) still in the input file, as bytes or as latin-1 text.
+struct NumpyBytes {
+  std::string memory;
+  const Value* in_file = nullptr;  // the str or bytes value whose payload is in the file
+  bool latin1 = false;             // in_file: UTF-8 text of code points 0..255
+};
+
+// The value holding a numpy value's bytes: a BINBYTES, or the str of
+// _codecs.encode(str, 'latin1') (as protocol 2 spells bytes).
+Value* bytes_holder(Value* v, bool& latin1) {
+  latin1 = false;
+  if (v->kind == ValueKind::kBytes) return v;
+  const Value& call = *v;  // const: reading args makes no parts
+  if (!call.is_call_to("_codecs", "encode") || call.args() == nullptr || call.args()->items.size() != 2) return nullptr;
+  Value* text = call.args()->items[0];
+  const Value* codec = call.args()->items[1];
+  if (!text->is_str() || !codec->is_str() || codec->text != "latin1") return nullptr;
+  latin1 = true;
+  return text;
+}
+
+// The bytes `v` stands for. With `may_stay_in_file`, a payload still in the
+// input file stays there (become_tensor streams it); otherwise it is read in.
+std::optional<NumpyBytes> bytes_of(const RepairContext& ctx, Value* v, bool may_stay_in_file) {
+  NumpyBytes out;
+  Value* holder = bytes_holder(v, out.latin1);
+  if (holder == nullptr) return std::nullopt;
+  if (holder->in_file()) {
+    if (may_stay_in_file) {
+      out.in_file = holder;
+      return out;
+    }
+    read_in_payload(ctx.impl, *holder);
+  }
+  if (!out.latin1) {
+    out.memory = holder->text;
+    return out;
+  }
+  out.memory.reserve(holder->text.size());
+  const std::string& s = holder->text;  // UTF-8 of code points 0..255
   for (size_t i = 0; i < s.size(); ++i) {
     const auto c = static_cast<unsigned char>(s[i]);
     if (c < 0x80) {
-      out += static_cast<char>(c);
+      out.memory += static_cast<char>(c);
     } else if ((c == 0xC2 || c == 0xC3) && i + 1 < s.size()) {
-      out += static_cast<char>(((c & 0x03) << 6) | (static_cast<unsigned char>(s[++i]) & 0x3F));
+      out.memory += static_cast<char>(((c & 0x03) << 6) | (static_cast<unsigned char>(s[++i]) & 0x3F));
     } else {
       return std::nullopt;  // a code point above 255: not latin-1 bytes
     }
   }
+  out.latin1 = false;
   return out;
+}
+
+// Where a payload left in the file is, as messages name places in the
+// object pickle: "archive/data.pkl+0x1a3".
+std::string payload_place(const CheckpointImpl& impl, const Value& payload) {
+  const std::string pickle = object_pickle_name(impl);
+  const ZipEntry* entry = impl.zip ? impl.zip->find(pickle) : nullptr;
+  if (entry == nullptr || payload.in_file_offset() < entry->data_offset) return pickle;
+  return pickle + "+" + hex_offset(payload.in_file_offset() - entry->data_offset);
 }
 
 struct NumpyType {
@@ -166,13 +213,18 @@ bool become_scalar(RepairContext& ctx, Value& v, const NumpyType& t, const std::
 
 // numpy array -> a tensor over a new storage holding its bytes.
 bool become_tensor(RepairContext& ctx, Value& v, const NumpyType& t, const std::vector<int64_t>& shape, bool fortran,
-                   std::string raw) {
+                   NumpyBytes raw) {
   uint64_t numel = 1;
   for (int64_t d : shape) {
     if (d < 0) return false;
     numel *= static_cast<uint64_t>(d);
   }
-  if (raw.size() != numel * t.size) return false;
+  const uint64_t nbytes = numel * t.size;
+  if (raw.in_file == nullptr && raw.memory.size() != nbytes) return false;
+  // Bytes in the file: a bytes payload is exactly them; latin-1 text has one
+  // or two UTF-8 bytes per byte (the exact count is checked as it is decoded).
+  const uint64_t text = raw.in_file != nullptr ? raw.in_file->in_file_length() : 0;
+  if (raw.in_file != nullptr && (raw.latin1 ? text < nbytes || text / 2 > nbytes : text != nbytes)) return false;
   CheckpointImpl& impl = ctx.impl;
   ValueGraph& g = impl.graph;
   std::vector<int64_t> stride(shape.size());
@@ -182,19 +234,25 @@ bool become_tensor(RepairContext& ctx, Value& v, const NumpyType& t, const std::
     stride[i] = step;
     step *= std::max<int64_t>(shape[i], 1);
   }
-  impl.owned_bytes.push_back(std::move(raw));
-  const std::string& bytes = impl.owned_bytes.back();
   Storage s;
   s.key = "numpy-" + std::to_string(impl.storages.size());
   s.dtype = t.dtype;
   s.untyped = !storage_class_name(t.dtype);
-  s.numel = s.untyped ? bytes.size() : numel;
-  s.nbytes = bytes.size();
+  s.numel = s.untyped ? nbytes : numel;
+  s.nbytes = nbytes;
   s.location = "cpu";
   s.big_endian = t.big_endian && t.size > 1;
-  s.source.encoding = StorageSource::Encoding::kMemory;
-  s.source.memory = reinterpret_cast<const std::byte*>(bytes.data());
-  s.source.record = "numpy array (memory)";
+  if (raw.in_file != nullptr) {  // streamed from the input when written: memory stays flat
+    s.source.encoding = raw.latin1 ? StorageSource::Encoding::kLatin1Text : StorageSource::Encoding::kStored;
+    s.source.offset = raw.in_file->in_file_offset();
+    s.source.length = raw.in_file->in_file_length();
+    s.source.record = payload_place(impl, *raw.in_file);
+  } else {
+    impl.owned_bytes.push_back(std::move(raw.memory));
+    s.source.encoding = StorageSource::Encoding::kMemory;
+    s.source.memory = reinterpret_cast<const std::byte*>(impl.owned_bytes.back().data());
+    s.source.record = "numpy array (memory)";
+  }
   const auto storage = static_cast<int32_t>(impl.storages.size());
   impl.storages.push_back(std::move(s));
 
@@ -222,7 +280,27 @@ std::optional<std::vector<int64_t>> int_tuple(const Value* v) {
   return out;
 }
 
+// The payload of a numpy array: BUILD((version, shape, dtype, is_fortran, rawdata)).
+const Value* array_payload(const Value& v) {
+  if (v.kind != ValueKind::kObject || v.callable() == nullptr || !is_multiarray(*v.callable(), "_reconstruct")) {
+    return nullptr;
+  }
+  if (v.states().size() != 1 || v.states()[0]->kind != ValueKind::kTuple || v.states()[0]->items.size() != 5) {
+    return nullptr;
+  }
+  bool latin1 = false;
+  return bytes_holder(v.states()[0]->items[4], latin1);
+}
+
 }  // namespace
+
+std::unordered_set<const Value*> numpy_array_payloads(CheckpointImpl& impl) {
+  std::unordered_set<const Value*> out;
+  impl.graph.for_each([&](const Value& v) {
+    if (const Value* payload = array_payload(v)) out.insert(payload);
+  });
+  return out;
+}
 
 bool repair_numpy_value(RepairContext& ctx, Value& v, const Path& path) {
   if (v.kind != ValueKind::kObject || v.callable() == nullptr) return false;
@@ -238,10 +316,10 @@ bool repair_numpy_value(RepairContext& ctx, Value& v, const Path& path) {
   if (is_multiarray(cls, "scalar")) {
     if (v.args() == nullptr || v.args()->items.size() != 2) return false;
     const std::optional<NumpyType> t = numpy_type(ctx, v.args()->items[0]);
-    const std::optional<std::string> raw = bytes_of(v.args()->items[1]);
+    const std::optional<NumpyBytes> raw = bytes_of(ctx, v.args()->items[1], false);
     if (!t || !raw) return false;
     const std::string was = cls.dotted() + " (a numpy." + t->name + " scalar)";
-    if (!become_scalar(ctx, v, *t, *raw)) return false;
+    if (!become_scalar(ctx, v, *t, raw->memory)) return false;
     ctx.changes.push_back({path, was, t->kind == 'b' ? "bool" : t->kind == 'c' ? "complex" : t->kind == 'f' ? "float" : "int"});
     return true;
   }
@@ -252,7 +330,7 @@ bool repair_numpy_value(RepairContext& ctx, Value& v, const Path& path) {
     if (s.size() != 5 || s[3]->kind != ValueKind::kBool) return false;
     const std::optional<std::vector<int64_t>> shape = int_tuple(s[1]);
     const std::optional<NumpyType> t = numpy_type(ctx, s[2]);
-    std::optional<std::string> raw = bytes_of(s[4]);
+    std::optional<NumpyBytes> raw = bytes_of(ctx, s[4], true);
     if (!shape || !t || !raw) return false;
     const bool fortran = s[3]->boolean;
     const std::string was = cls.dotted() + " (a numpy " + t->name + " array)";

@@ -5,6 +5,7 @@
 
 #include <string>
 #include <unordered_map>
+#include <unordered_set>
 #include <vector>
 
 #include "ckptfix/passes.h"
@@ -31,6 +32,12 @@ bool repair_python_value(RepairContext& ctx, Value& v, const Path& path);
 /// numpy scalars -> bool/int/float/complex, numpy.dtype -> its name, numpy
 /// arrays of numeric and bool types -> tensors (weights_only_numpy.cc).
 bool repair_numpy_value(RepairContext& ctx, Value& v, const Path& path);
+
+/// The values holding the bytes of numpy arrays (the str of
+/// _codecs.encode(str, 'latin1'), or the bytes): their payloads may stay in
+/// the input file (model/payloads.h), since the numpy rule reads them from
+/// there.
+std::unordered_set<const Value*> numpy_array_payloads(CheckpointImpl& impl);
 
 /// A pickled torch.nn.Module (any class whose state has _parameters,
 /// _buffers and _modules) -> its state_dict() (weights_only_module.cc).

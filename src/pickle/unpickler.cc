@@ -68,6 +68,27 @@ class Machine {
     if (n > in_.size() - pos_) fail("length " + std::to_string(n) + " runs past the end of the pickle (truncated)");
     return n;
   }
+  /// A str or bytes value of the next n bytes: copied, or when large enough
+  /// (options_.leave_in_file_from) only located, so that a numpy array's
+  /// gigabyte of text is neither copied nor paged in.
+  Value* payload(ValueKind kind, uint64_t n) {
+    length_arg(n);
+    Value* v = graph_.make(kind);
+    if (options_.leave_in_file_from != 0 && n >= options_.leave_in_file_from) {
+      v->set_in_file(options_.file_offset + pos_, n);
+      pos_ += n;
+      left_in_file_ += n;
+    } else {
+      v->text.assign(as_chars(take(n)));
+    }
+    return v;
+  }
+
+  /// A str or bytes value's text, also when it was left in the file.
+  std::string_view text_of(const Value* v) const {
+    if (!v->in_file()) return v->text;
+    return as_chars(in_.subspan(v->in_file_offset() - options_.file_offset, v->in_file_length()));
+  }
 
   // References. Every place that holds a value (the stack, the memo,
   // another value) counts as one; a value the pickle discards is freed when
@@ -235,6 +256,7 @@ class Machine {
   std::vector<size_t> marks_;
   std::unordered_map<uint64_t, Value*> memo_;
   std::vector<Value*> release_pending_;
+  uint64_t left_in_file_ = 0;  // bytes of the payloads left in the file
   int protocol_ = 0;
   OpcodeSet opcodes_;
 };
@@ -256,6 +278,12 @@ UnpickleResult Machine::loop() {
     }
     check_size();
     op_pos_ = pos_;
+    if (options_.max_held_bytes != 0 && pos_ - left_in_file_ > options_.max_held_bytes) {
+      fail("the pickle holds more than " + std::to_string(options_.max_held_bytes) +
+               " bytes besides the large str and bytes payloads left in the file (limit max_pickle_bytes = " +
+               std::to_string(options_.max_held_bytes) + ")",
+           ErrorKind::kLimit);
+    }
     const uint8_t code = u8();
     opcodes_.insert(code);
     switch (code) {
@@ -392,14 +420,14 @@ UnpickleResult Machine::loop() {
         push(graph_.make_str(std::move(utf8)));
         break;
       }
-      case op::kBinUnicode: push(graph_.make_str(std::string(as_chars(take(length_arg(le<uint32_t>())))))); break;
+      case op::kBinUnicode: push(payload(ValueKind::kStr, le<uint32_t>())); break;
       case op::kShortBinUnicode: push(graph_.make_str(std::string(as_chars(take(u8()))))); break;
-      case op::kBinUnicode8: push(graph_.make_str(std::string(as_chars(take(length_arg(le<uint64_t>())))))); break;
-      case op::kBinBytes:
+      case op::kBinUnicode8: push(payload(ValueKind::kStr, le<uint64_t>())); break;
+      case op::kBinBytes: push(payload(ValueKind::kBytes, le<uint32_t>())); break;
+      case op::kBinBytes8: push(payload(ValueKind::kBytes, le<uint64_t>())); break;
       case op::kShortBinBytes:
-      case op::kBinBytes8:
       case op::kByteArray8: {
-        uint64_t n = code == op::kShortBinBytes ? u8() : code == op::kBinBytes ? le<uint32_t>() : le<uint64_t>();
+        uint64_t n = code == op::kShortBinBytes ? u8() : le<uint64_t>();
         Value* v = graph_.make(code == op::kByteArray8 ? ValueKind::kByteArray : ValueKind::kBytes);
         v->text.assign(as_chars(take(length_arg(n))));
         push(v);
@@ -491,7 +519,7 @@ UnpickleResult Machine::loop() {
         Value* name = pop();
         Value* module = pop();
         if (!module->is_str() || !name->is_str()) fail("STACK_GLOBAL needs two str operands");
-        Value* g = global(module->text, name->text);
+        Value* g = global(std::string(text_of(module)), std::string(text_of(name)));
         release(name);
         release(module);
         push(g);

@@ -50,6 +50,18 @@ struct UnpickleOptions {
   uint64_t max_values = 0;
   /// Bytes of a global's module and of its name (ReadLimits::max_name_bytes).
   uint64_t max_name_bytes = 1024;
+  /// A str or bytes payload (BINUNICODE, BINUNICODE8, BINBYTES, BINBYTES8)
+  /// of at least this many bytes is not copied: its value records where it
+  /// lies in the input file (Value::in_file). Only for a pickle read where
+  /// it lies in its file (`bytes` is the file's mapping from `file_offset`
+  /// on). 0: every payload is copied.
+  uint64_t leave_in_file_from = 0;
+  /// Where `bytes` starts in the input file (with leave_in_file_from).
+  uint64_t file_offset = 0;
+  /// Bytes of the pickle held in memory, i.e. all but the payloads left in
+  /// the file, beyond which Error(kLimit) names ReadLimits::max_pickle_bytes.
+  /// 0: no limit (a caller that copies the whole pickle checks its size).
+  uint64_t max_held_bytes = 0;
 };
 
 /// Parses one pickle from the start of `bytes` up to its STOP opcode.

@@ -66,10 +66,15 @@ struct ValueParts {
   Value* kwargs = nullptr;  ///< kNewObjEx only
   std::vector<Value*> states;  ///< BUILD arguments, in order
   Value* pid = nullptr;        ///< kPersistentId: the persistent id
+  /// kStr/kBytes whose payload the reader left in the input file (see
+  /// UnpickleOptions::leave_in_file_from): where it lies there. `text` is
+  /// empty until someone reads it in (model/payloads.h).
+  uint64_t in_file_offset = 0;
+  uint64_t in_file_length = 0;  ///< 0: the payload is in `text`
 };
 
-/// One value of the graph (88 bytes; dicts, globals, objects and persistent
-/// ids own a ValueParts besides). The accessors of the parts create them
+/// One value of the graph (88 bytes; dicts, globals, objects, persistent
+/// ids and payloads left in the input file own a ValueParts besides). The accessors of the parts create them
 /// when written to; reading a part a value does not have gives an empty one.
 struct Value {
   ValueKind kind = ValueKind::kNone;
@@ -106,6 +111,15 @@ struct Value {
   Value* pid() const { return parts().pid; }
   Value*& pid() { return parts().pid; }
   bool has_parts() const { return parts_ != nullptr; }
+  /// True for a str or bytes whose payload is still in the input file
+  /// (its `text` is empty meanwhile).
+  bool in_file() const { return parts_ != nullptr && parts_->in_file_length != 0; }
+  uint64_t in_file_offset() const { return parts().in_file_offset; }
+  uint64_t in_file_length() const { return parts().in_file_length; }
+  void set_in_file(uint64_t offset, uint64_t length) {
+    parts().in_file_offset = offset;
+    parts().in_file_length = length;
+  }
 
   bool is(ValueKind k) const { return kind == k; }
   bool is_str() const { return kind == ValueKind::kStr; }

@@ -66,7 +66,8 @@ void check_zip_crcs(const std::shared_ptr<const InputFile>& file, const VerifyOp
     ZipReader zip(file, {limits.max_storages, limits.max_inflate_ratio, limits.inflate_allowance_bytes,
                          limits.max_inflated_bytes});
     for (const ZipEntry& e : zip.entries()) {
-      RecordReader reader(*file, e.data_offset, e.compressed_size, e.method == 8, e.size, e.name);
+      RecordReader reader(*file, e.data_offset, e.compressed_size,
+                          e.method == 8 ? RecordEncoding::kDeflated : RecordEncoding::kStored, e.size, e.name);
       const Digest d = digest_record(checker, reader, false);
       ++report.records;
       report.bytes += e.size;

@@ -8,10 +8,11 @@
 
 namespace ckptfix {
 
-RecordReader::RecordReader(const InputFile& file, uint64_t offset, uint64_t length, bool deflated, uint64_t size,
-                           std::string what)
+RecordReader::RecordReader(const InputFile& file, uint64_t offset, uint64_t length, RecordEncoding encoding,
+                           uint64_t size, std::string what)
     : file_(file), offset_(offset), size_(size), what_(std::move(what)) {
-  if (deflated) inflater_ = std::make_unique<Inflater>(file.view(offset, length, what_));
+  if (encoding == RecordEncoding::kDeflated) inflater_ = std::make_unique<Inflater>(file.view(offset, length, what_));
+  if (encoding == RecordEncoding::kLatin1Text) latin1_ = std::make_unique<Latin1TextReader>(file, offset, length, what_);
 }
 
 RecordReader::RecordReader(const InputFile& file, std::span<const std::byte> memory, std::string what)
@@ -31,6 +32,15 @@ uint64_t RecordReader::read(std::span<std::byte> out) {
       if (inflater_->read(dst) != n) {
         throw Error(ErrorKind::kCorrupt, "deflated data is shorter than the record's " + std::to_string(size_) + " bytes");
       }
+    } else if (latin1_) {
+      if (latin1_->read(dst) != n) {
+        throw Error(ErrorKind::kCorrupt, "the latin-1 text gives fewer than the " + std::to_string(size_) +
+                                             " bytes it should hold");
+      }
+      if (position_ + n == size_ && !latin1_->done()) {
+        throw Error(ErrorKind::kCorrupt, "the latin-1 text gives more than the " + std::to_string(size_) +
+                                             " bytes it should hold");
+      }
     } else {
       file_.read(offset_ + position_, dst, what_);
     }
@@ -48,7 +58,7 @@ namespace ckptfix {
 
 void RecordReader::skip(uint64_t n) {
   n = std::min(n, remaining());
-  if (!inflater_) {
+  if (!inflater_ && !latin1_) {
     position_ += n;
     return;
   }

@@ -248,15 +248,18 @@ const ZipEntry* ZipReader::find(std::string_view name) const {
   return it == by_name_.end() ? nullptr : &entries_[it->second];
 }
 
+void ZipReader::check_size(const ZipEntry& entry, uint64_t max_size, const char* limit_name) const {
+  if (entry.size <= max_size) return;
+  const std::string what = "record is " + std::to_string(entry.size) + " bytes";
+  Error e = limit_name != nullptr
+                ? Error(ErrorKind::kLimit, what + " (limit " + limit_name + " = " + std::to_string(max_size) + ")")
+                : Error(ErrorKind::kCorrupt, what + ", more than the " + std::to_string(max_size) +
+                                                 " bytes such a record has");
+  throw e.in_file(file_->name()).at(entry.name);
+}
+
 std::string ZipReader::read_all(const ZipEntry& entry, uint64_t max_size, const char* limit_name) const {
-  if (entry.size > max_size) {
-    const std::string what = "record is " + std::to_string(entry.size) + " bytes";
-    Error e = limit_name != nullptr
-                  ? Error(ErrorKind::kLimit, what + " (limit " + limit_name + " = " + std::to_string(max_size) + ")")
-                  : Error(ErrorKind::kCorrupt, what + ", more than the " + std::to_string(max_size) +
-                                                   " bytes such a record has");
-    throw e.in_file(file_->name()).at(entry.name);
-  }
+  check_size(entry, max_size, limit_name);
   auto raw = file_->view(entry.data_offset, entry.compressed_size, entry.name);
   if (entry.method == 0) return std::string(as_chars(raw));
   std::string out;
@@ -284,6 +287,17 @@ std::string ZipReader::read_all(const ZipEntry& entry, uint64_t max_size, const 
     throw;
   }
   return out;
+}
+
+std::span<const std::byte> ZipReader::view_stored(const ZipEntry& entry, uint64_t max_size, const char* limit_name) const {
+  check_size(entry, max_size, limit_name);
+  if (entry.method != 0) throw Error(ErrorKind::kInternal, "view_stored on a deflated record").at(entry.name);
+  try {
+    return file_->view(entry.data_offset, entry.compressed_size, entry.name);
+  } catch (Error& e) {
+    e.in_file(file_->name());
+    throw;
+  }
 }
 
 }  // namespace ckptfix

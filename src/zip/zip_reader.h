@@ -78,11 +78,18 @@ class ZipReader {
   /// read whole (data.pkl, version, byteorder).
   std::string read_all(const ZipEntry& entry, uint64_t max_size, const char* limit_name = nullptr) const;
 
+  /// The bytes of a stored (method 0) entry where they lie in the file's
+  /// mapping: nothing is read until a page is touched. Size checked as by
+  /// read_all.
+  std::span<const std::byte> view_stored(const ZipEntry& entry, uint64_t max_size = UINT64_MAX,
+                                         const char* limit_name = nullptr) const;
+
  private:
   void read_end_records();
   void read_central_directory();
   void locate_data(ZipEntry& entry) const;
   void check_inflated_sizes() const;
+  void check_size(const ZipEntry& entry, uint64_t max_size, const char* limit_name) const;
 
   std::shared_ptr<const InputFile> file_;
   ZipLimits limits_;
