@@ -46,6 +46,10 @@ TORCH_JOBS = {
                     "    if isinstance(x, dict) and type(x) is dict: return {k: plain(v) for k, v in x.items()}\n"
                     "    return x\n"
                     "ck = torch.load(src, weights_only=False)\ntorch.save(plain(ck), dst)",
+    # The same, on a file that is one large numpy array (as torch.save's
+    # default protocol 2 and as pickle_protocol=4 hold it).
+    "weights-only-numpy": None,
+    "weights-only-numpy4": None,
     # safetensors' own way (its convert script, save_pretrained): load it
     # all, then save_file. Run by the newest torch judge (scripts/judges.sh),
     # since Debian bookworm's torch 1.13 has no safetensors.
@@ -63,6 +67,7 @@ TORCH_JOBS = {
                "json.dump({'metadata': index['metadata'], 'weight_map': wm}, "
                "open(os.path.join(out_dir, 'model.safetensors.index.json'), 'w'), indent=2, sort_keys=True)",
 }
+TORCH_JOBS["weights-only-numpy"] = TORCH_JOBS["weights-only-numpy4"] = TORCH_JOBS["weights-only"]
 # Jobs whose Python peer needs the newest torch and the safetensors library.
 JUDGED_JOBS = {"to-safetensors", "bin-set"}
 # The shard size of the bin-set job (the generated set's shards are 256 MiB).
@@ -78,6 +83,9 @@ def ckptfix_command(binary, job, src, dst):
         "inspect": [binary, "inspect", src],
         "verify": [binary, "verify", src],
         "weights-only": [binary, "weights-only", src, "-o", dst, "--force"],
+        # The limit lets versions that held the whole pickle in memory read it.
+        "weights-only-numpy": [binary, "weights-only", src, "-o", dst, "--force", "--limit", "max_pickle_bytes=8G"],
+        "weights-only-numpy4": [binary, "weights-only", src, "-o", dst, "--force", "--limit", "max_pickle_bytes=8G"],
         "to-safetensors": [binary, "convert", src, "-o", dst, "--force"],
         "bin-set": [binary, "convert", src, "-o", dst, "--max-shard-size", BIN_SET_SHARD, "--force"],
     }[job]
@@ -148,6 +156,18 @@ ck = {{'state_dict': sd, 'epoch': numpy.int64(3), 'best': numpy.float64(0.25),
       'args': argparse.Namespace(lr=0.1, name='run'),
       'mask': numpy.ones(int({gib} * (1 << 30)) // 16 // 4, dtype=numpy.float32)}}
 torch.save(ck, {path!r})
+"""
+    subprocess.run([PYTHON, "-c", script], check=True)
+
+
+def generate_numpy(path, gib, protocol):
+    """A checkpoint the default torch.load refuses that is one float32 numpy
+    array of `gib` GiB (random values, so about half its bytes are >= 0x80 and
+    take two bytes of UTF-8 at protocol 2) and a numpy scalar."""
+    script = f"""
+import numpy, torch
+array = numpy.random.default_rng(0).random(int({gib} * (1 << 30)) // 4, dtype=numpy.float32)
+torch.save({{'epoch': numpy.int64(3), 'array': array}}, {path!r}, pickle_protocol={protocol})
 """
     subprocess.run([PYTHON, "-c", script], check=True)
 
@@ -292,6 +312,11 @@ def main():
                     job_src = os.path.join(workdir, f"refused-{size}g.pt")
                     if not os.path.exists(job_src):
                         generate_refused(job_src, size)
+                if job.startswith("weights-only-numpy"):
+                    protocol = 4 if job.endswith("4") else 2
+                    job_src = os.path.join(workdir, f"numpy-p{protocol}-{size}g.pt")
+                    if not os.path.exists(job_src):
+                        generate_numpy(job_src, size, protocol)
                 r, ratios = run_case(args.ckptfix, job, job_src, workdir, args.runs, peers, args.baseline)
                 ck, ck_mem = r["ckptfix"]
                 cp = r.get("cp", (None, None))[0]
