@@ -72,10 +72,10 @@ std::optional<NumpyBytes> bytes_of(const RepairContext& ctx, Value* v, bool may_
     const auto c = static_cast<unsigned char>(s[i]);
     if (c < 0x80) {
       out.memory += static_cast<char>(c);
-    } else if ((c == 0xC2 || c == 0xC3) && i + 1 < s.size()) {
+    } else if ((c == 0xC2 || c == 0xC3) && i + 1 < s.size() && (static_cast<unsigned char>(s[i + 1]) & 0xC0) == 0x80) {
       out.memory += static_cast<char>(((c & 0x03) << 6) | (static_cast<unsigned char>(s[++i]) & 0x3F));
     } else {
-      return std::nullopt;  // a code point above 255: not latin-1 bytes
+      return std::nullopt;  // a code point above 255 or broken UTF-8: not latin-1 bytes
     }
   }
   out.latin1 = false;

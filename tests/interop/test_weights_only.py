@@ -31,10 +31,13 @@ import os
 import pathlib
 import re
 import shutil
+import struct
+import subprocess
 import sys
 import tempfile
 import types
 import unittest
+import zipfile
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
 import support  # noqa: E402
@@ -310,7 +313,195 @@ class WeightsOnlyTest(unittest.TestCase):
                 self.assertIsNone(loaded["cfg"])
 
 
+def native(array):
+    """`array` in this machine's byte order (torch.from_numpy takes no other)."""
+    return array.astype(array.dtype.newbyteorder("=")) if not array.dtype.isnative else array
+
+
+def bits(t):
+    """A tensor's elements as bytes, for a bit-exact comparison."""
+    return t if t.dtype == torch.bool else t.contiguous().view(torch.uint8)
+
+
+def load_output(path):
+    """An output as the default torch.load loads it; before torch 2.6 (no
+    such default), with weights_only=True said out loud."""
+    return torch.load(path) if WEIGHTS_ONLY_DEFAULT else torch.load(path, weights_only=True)
+
+
+# Runs ckptfix from a fresh Python without torch and prints its exit code,
+# stderr and peak RSS: a child's peak RSS (wait4) counts from the fork, so
+# the process that forks must be small (this one holds torch).
+MEASURE = """
+import json, os, subprocess, sys
+proc = subprocess.Popen(sys.argv[1:], stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, text=True,
+                        preexec_fn=lambda: None)  # a plain fork, never vfork from a big parent
+stderr = proc.stderr.read()
+_, status, usage = os.wait4(proc.pid, 0)
+print(json.dumps([os.waitstatus_to_exitcode(status), stderr, usage.ru_maxrss]))
+"""
+
+
+def peak_rss_mib(*args):
+    """(exit code, stderr, peak RSS in MiB) of one ckptfix run."""
+    out = subprocess.run([sys.executable, "-c", MEASURE, support.CKPTFIX, *args], capture_output=True, text=True,
+                         check=True).stdout
+    code, stderr, kib = json.loads(out)
+    return code, stderr, kib / 1024
+
+
+class LargeNumpyTest(unittest.TestCase):
+    """Numpy arrays of several MiB, whose bytes ckptfix streams from the input
+    file into the new storages instead of holding them (issue 14's memory
+    item): files written here by this judge's torch at its default protocol 2
+    and at pickle_protocol=4. Runs under every judge (torch 1.13 loads the
+    output with weights_only=True said out loud)."""
+
+    def setUp(self):
+        self.tmp = tempfile.mkdtemp(prefix="ckptfix-wo-large-")
+
+    def tearDown(self):
+        shutil.rmtree(self.tmp, ignore_errors=True)
+
+    def arrays(self):
+        rng = np.random.default_rng(14)
+        shared = rng.standard_normal((512, 1024)).astype(np.float32)  # 2 MiB
+        return {
+            "bool": rng.random(3 << 20) < 0.5,
+            "float16": rng.standard_normal((1024, 1536)).astype(np.float16),
+            "int64": rng.integers(-2**62, 2**62, (600, 700), dtype=np.int64),
+            "complex64": (rng.standard_normal(300_000) + 1j * rng.standard_normal(300_000)).astype(np.complex64),
+            "fortran": np.asfortranarray(rng.standard_normal((700, 900)).astype(np.float32)),
+            "big_endian": rng.standard_normal((512, 700)).astype(">f4"),
+            "shared": shared,
+            "again": [shared, np.int64(7)],  # the same array, a memo reference
+        }
+
+    def save(self, name, obj, protocol):
+        path = os.path.join(self.tmp, name)
+        if protocol == 2:
+            torch.save(obj, path)  # torch's default
+        else:
+            torch.save(obj, path, pickle_protocol=protocol)
+        return path
+
+    def test_arrays_become_equal_tensors(self):
+        for protocol in (2, 4):
+            with self.subTest(protocol=protocol):
+                src = self.save(f"arrays-p{protocol}.pt", self.arrays(), protocol)
+                out = os.path.join(self.tmp, f"out-p{protocol}.pt")
+                support.run("weights-only", src, "-o", out, check=0)
+                trusted = torch.load(src, weights_only=False)
+                loaded = load_output(out)
+                self.assertEqual(list(loaded), list(trusted))
+                for key, array in trusted.items():
+                    if key == "again":
+                        continue
+                    want = torch.from_numpy(native(array))
+                    got = loaded[key]
+                    self.assertIs(type(got), torch.Tensor, key)
+                    self.assertEqual(got.dtype, want.dtype, key)
+                    self.assertEqual(got.shape, want.shape, key)
+                    self.assertEqual(got.stride(), want.stride(), f"{key}: strides (Fortran order kept)")
+                    self.assertTrue(torch.equal(bits(got), bits(want)), f"{key}: values")
+                self.assertEqual(loaded["again"][1], 7)
+                self.assertTrue(torch.equal(loaded["again"][0], loaded["shared"]))
+                self.assertEqual(loaded["again"][0].data_ptr(), loaded["shared"].data_ptr(),
+                                 "the array shared through the memo is one storage")
+
+    def test_memory_stays_flat(self):
+        """A 64 MiB array (about 100 MiB of latin-1 text at protocol 2):
+        ckptfix's peak RSS stays far below it (before: 2-3 times it)."""
+        for protocol in (2, 4):
+            with self.subTest(protocol=protocol):
+                array = np.random.default_rng(1).standard_normal(16 << 20).astype(np.float32)
+                src = self.save(f"big-p{protocol}.pt", {"array": array}, protocol)
+                out = os.path.join(self.tmp, f"big-out-p{protocol}.pt")
+                code, stderr, peak = peak_rss_mib("weights-only", src, "-o", out)
+                self.assertEqual(code, 0, stderr)
+                self.assertLess(peak, 48, f"peak RSS {peak:.0f} MiB for a 64 MiB numpy array")
+                self.assertTrue(torch.equal(load_output(out)["array"], torch.from_numpy(array)))
+
+    def damaged(self, edit):
+        """A protocol-2 file whose array's latin-1 text `edit(text_bytes, at)`
+        changes in place (same length, so the pickle stays well formed)."""
+        src = self.save("damaged.pt", {"array": np.random.default_rng(2).standard_normal(1 << 20).astype(np.float32)}, 2)
+        with open(src, "rb") as f:
+            data = bytearray(f.read())
+        with zipfile.ZipFile(src) as z:
+            info = next(i for i in z.infolist() if i.filename.endswith("/data.pkl"))
+        name_len, extra_len = struct.unpack("<HH", data[info.header_offset + 26:info.header_offset + 30])
+        start = info.header_offset + 30 + name_len + extra_len
+        pickle = bytes(data[start:start + info.file_size])
+        at = pickle.index(b"X")  # the first BINUNICODE with more than 1 MiB of text
+        while struct.unpack("<I", pickle[at + 1:at + 5])[0] < 1 << 20:
+            at = pickle.index(b"X", at + 1)
+        text = start + at + 5
+        edit(data, data.index(b"\xc3", text + 4096))
+        with open(src, "wb") as f:
+            f.write(data)
+        return src
+
+    def test_damaged_text_is_refused_without_output(self):
+        def above_255(data, at):
+            data[at] = 0xC4  # U+0100..U+013F: valid UTF-8, not a byte
+
+        def broken_sequence(data, at):
+            data[at + 1] = 0x41  # the lead byte's continuation becomes 'A'
+
+        for edit, message in ((above_255, "code point above 255"), (broken_sequence, "should continue a UTF-8 sequence")):
+            with self.subTest(edit=edit.__name__):
+                src = self.damaged(edit)
+                out_dir = os.path.join(self.tmp, edit.__name__)
+                os.makedirs(out_dir)
+                proc = support.run("weights-only", src, "-o", os.path.join(out_dir, "out.pt"), check=1)
+                lines = proc.stderr.strip().splitlines()
+                self.assertEqual(len(lines), 1, proc.stderr)
+                self.assertTrue(lines[0].startswith(f"ckptfix: error: '{src}': "), lines[0])
+                self.assertRegex(lines[0], r"/data\.pkl\+0x[0-9a-f]+: ")
+                self.assertIn(message, lines[0])
+                self.assertEqual(os.listdir(out_dir), [], "no output, no temporary file")
+
+
+class LargePayloadsTest(unittest.TestCase):
+    """Large plain str and bytes values, and large numpy arrays, through the
+    commands that do not repair anything: they read them in as before."""
+
+    def setUp(self):
+        self.tmp = tempfile.mkdtemp(prefix="ckptfix-large-")
+
+    def tearDown(self):
+        shutil.rmtree(self.tmp, ignore_errors=True)
+
+    def test_convert_weights_only_inspect_and_diff_keep_them(self):
+        rng = np.random.default_rng(3)
+        obj = {"blob": rng.bytes(2 << 20), "text": "\u00e9\u4e2d" * (1 << 19),
+               "array": rng.standard_normal(1 << 19).astype(np.float32), "n": 1}
+        for protocol in (2, 4):
+            with self.subTest(protocol=protocol):
+                src = os.path.join(self.tmp, f"payloads-p{protocol}.pt")
+                torch.save(obj, src, pickle_protocol=protocol)
+                trusted = torch.load(src, weights_only=False)
+                out = os.path.join(self.tmp, f"converted-p{protocol}.pt")
+                support.run("convert", src, "-o", out, check=0)
+                back = torch.load(out, weights_only=False)
+                self.assertEqual(back["blob"], trusted["blob"])
+                self.assertEqual(back["text"], trusted["text"])
+                self.assertTrue(np.array_equal(back["array"], trusted["array"]))
+                self.assertEqual(back["array"].dtype, trusted["array"].dtype)
+                support.run("diff", src, out, check=0)
+                inspect = json.loads(support.run("inspect", src, "--json", check=0).stdout)["inputs"][0]
+                self.assertFalse(inspect["weights_only"]["loads"])
+                # weights-only: the array becomes a tensor; the plain str and bytes stay as they are.
+                fixed = os.path.join(self.tmp, f"fixed-p{protocol}.pt")
+                support.run("weights-only", src, "-o", fixed, check=0)
+                # torch < 2.6's weights_only load has no _codecs.encode, how protocol 2 spells bytes.
+                loaded = load_output(fixed) if WEIGHTS_ONLY_DEFAULT else torch.load(fixed, weights_only=False)
+                self.assertEqual(loaded["blob"], trusted["blob"])
+                self.assertEqual(loaded["text"], trusted["text"])
+                self.assertTrue(torch.equal(loaded["array"], torch.from_numpy(trusted["array"])))
+
 if __name__ == "__main__":
     if not WEIGHTS_ONLY_DEFAULT:
-        print(f"test_weights_only: SKIPPED: {SKIP_REASON}", file=sys.stderr)
+        print(f"test_weights_only: WeightsOnlyTest SKIPPED: {SKIP_REASON}", file=sys.stderr)
     unittest.main(argv=support.parse_args())
