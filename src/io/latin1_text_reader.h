@@ -33,6 +33,7 @@ class Latin1TextReader {
 
  private:
   bool refill();  // keeps the bytes not yet decoded; false when no more text came
+  size_t decode_carefully(std::span<std::byte> out, size_t n, size_t stop);
   [[noreturn]] void fail(const char* what, unsigned byte) const;
 
   const InputFile& file_;
