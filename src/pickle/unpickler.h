@@ -15,7 +15,10 @@
 // memo entries held at once are counted against a limit. Persistent ids are
 // never freed: torch loads the storage of each one it reads, so each must
 // be checked against the archive, used or not. The set of opcodes used is
-// recorded, for the weights_only verdict.
+// recorded, for the weights_only verdict. A caller that parses a pickle
+// where it lies in its file may have large str and bytes payloads left
+// there (UnpickleOptions::leave_in_file_from): a numpy array's gigabyte is
+// then neither copied nor paged in.
 //
 // Not supported, with a clear error: the copyreg extension registry
 // (EXT1/2/4) and out-of-band buffers (NEXT_BUFFER, READONLY_BUFFER), which
