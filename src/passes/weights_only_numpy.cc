@@ -15,6 +15,7 @@
 
 #include "ckptfix/error.h"
 #include "dtype_kernels/convert.h"
+#include "io/bytes.h"
 #include "model/graph_walk.h"
 #include "model/payloads.h"
 #include "model/torch_objects.h"
@@ -216,10 +217,13 @@ bool become_tensor(RepairContext& ctx, Value& v, const NumpyType& t, const std::
                    NumpyBytes raw) {
   uint64_t numel = 1;
   for (int64_t d : shape) {
-    if (d < 0) return false;
-    numel *= static_cast<uint64_t>(d);
+    const std::optional<uint64_t> product = d < 0 ? std::nullopt : checked_mul(numel, static_cast<uint64_t>(d));
+    if (!product) return false;  // a shape no bytes can fill
+    numel = *product;
   }
-  const uint64_t nbytes = numel * t.size;
+  const std::optional<uint64_t> size = checked_mul(numel, t.size);
+  if (!size) return false;
+  const uint64_t nbytes = *size;
   if (raw.in_file == nullptr && raw.memory.size() != nbytes) return false;
   // Bytes in the file: a bytes payload is exactly them; latin-1 text has one
   // or two UTF-8 bytes per byte (the exact count is checked as it is decoded).
