@@ -37,9 +37,10 @@ enum class CheckpointFormat {
   kLegacy,  ///< the stream format of torch < 1.6 (still writable with `_use_new_zipfile_serialization=False`)
   kSafetensors,  ///< a `.safetensors` file: a JSON header and raw tensor bytes (read as an OrderedDict of tensors)
   kShardIndex,   ///< a Hugging Face shard set's index (`model.safetensors.index.json`, `pytorch_model.bin.index.json`)
+  kDcp,          ///< a torch.distributed.checkpoint directory (`.metadata` and `__<rank>_<n>.distcp` files)
 };
 
-/// "zip", "legacy", "safetensors" or "shard index".
+/// "zip", "legacy", "safetensors", "shard index" or "distributed checkpoint".
 std::string_view format_name(CheckpointFormat format);
 
 /// Where a storage's bytes are in the input file.
@@ -53,6 +54,7 @@ struct StorageSource {
     /// are the bytes: a numpy array's bytes as pickle protocol 2 holds them
     /// (_codecs.encode(str, 'latin1')), decoded as they are read.
     kLatin1Text,
+    kGathered,  ///< assembled from the chunks of a distributed checkpoint (each in a .distcp file)
   };
   Encoding encoding = Encoding::kStored;  ///< how the bytes are stored
   const std::byte* memory = nullptr;  ///< kMemory: the bytes (owned by whoever built the checkpoint)

@@ -9,6 +9,7 @@ RecordReader open_storage_record(const InputFile& file, const Storage& storage) 
   if (src.encoding == StorageSource::Encoding::kMemory) {
     return RecordReader(file, std::span<const std::byte>(src.memory, storage.nbytes), src.record);
   }
+  if (src.encoding == StorageSource::Encoding::kGathered) return RecordReader(file, storage.gather, src.record);
   const RecordEncoding encoding = src.encoding == StorageSource::Encoding::kDeflated     ? RecordEncoding::kDeflated
                                    : src.encoding == StorageSource::Encoding::kLatin1Text ? RecordEncoding::kLatin1Text
                                                                                           : RecordEncoding::kStored;

@@ -48,13 +48,24 @@ void add_batch_options(CLI::App* cmd, BatchArgs& args) {
   add_limit_option(cmd, args.limits);
 }
 
+namespace {
+
+bool is_distributed_checkpoint(const fs::path& dir) {
+  std::error_code ec;
+  return fs::is_regular_file(dir / ".metadata", ec);
+}
+
+}  // namespace
+
 std::vector<Input> expand_inputs(const BatchArgs& args) {
   const std::vector<std::string>& globs = args.globs.empty() ? kDefaultGlobs : args.globs;
   std::vector<Input> out;
   for (const std::string& arg : args.inputs) {
     std::error_code ec;
-    if (!fs::is_directory(arg, ec)) {
-      out.push_back({arg, fs::path(arg).filename().string(), ""});
+    // A torch.distributed.checkpoint directory is one checkpoint.
+    if (!fs::is_directory(arg, ec) || is_distributed_checkpoint(arg)) {
+      out.push_back({arg, fs::path(arg).lexically_normal().filename().string(), ""});
+      if (out.back().relative.empty()) out.back().relative = fs::path(arg).lexically_normal().parent_path().filename().string();
       continue;
     }
     if (!args.recursive) {
@@ -64,6 +75,11 @@ std::vector<Input> expand_inputs(const BatchArgs& args) {
     std::vector<Input> found;
     for (fs::recursive_directory_iterator it(arg, ec), end; it != end; it.increment(ec)) {
       if (ec) break;
+      if (it->is_directory(ec) && is_distributed_checkpoint(it->path())) {
+        found.push_back({it->path().string(), fs::relative(it->path(), arg).string(), ""});
+        it.disable_recursion_pending();
+        continue;
+      }
       if (!it->is_regular_file(ec) || !matches(globs, it->path().filename().string())) continue;
       found.push_back({it->path().string(), fs::relative(it->path(), arg).string(), ""});
     }

@@ -12,14 +12,22 @@ namespace ckptfix {
 
 namespace {
 
-Checkpoint open_input(std::shared_ptr<const InputFile> file, const OpenOptions& options) {
+// A torch.distributed.checkpoint is a directory; its `.metadata` file is
+// what ckptfix opens (and may be named directly).
+const char kDcpMetadata[] = ".metadata";
+
+Checkpoint open_input(std::shared_ptr<const InputFile> file, const OpenOptions& options, bool dcp = false) {
   auto impl = std::make_unique<CheckpointImpl>();
   impl->file = std::move(file);
   impl->limits = options.limits;
   impl->leave_payloads_in_file = options.leave_payloads_in_file;
   const std::string name = impl->file->name();  // a copy: impl goes into the Checkpoint, which may not survive
   return error_boundary(name, [&] {
-    read_any_checkpoint(*impl);
+    if (dcp) {
+      read_dcp_checkpoint(*impl);
+    } else {
+      read_any_checkpoint(*impl);
+    }
     Checkpoint checkpoint = CheckpointAccess::adopt(std::move(impl));
     validate_tensor_views(checkpoint);
     return checkpoint;
@@ -29,7 +37,18 @@ Checkpoint open_input(std::shared_ptr<const InputFile> file, const OpenOptions& 
 }  // namespace
 
 Checkpoint Checkpoint::open(const std::filesystem::path& path, const OpenOptions& options) {
-  return open_input(error_boundary(path.string(), [&] { return InputFile::open(path); }), options);
+  std::error_code ec;
+  if (std::filesystem::is_directory(path, ec)) {
+    const std::filesystem::path metadata = path / kDcpMetadata;
+    if (!std::filesystem::exists(metadata, ec)) {
+      throw Error(ErrorKind::kNotCheckpoint,
+                  "is a directory without a .metadata file, so not a torch.distributed.checkpoint directory")
+          .in_file(path.string());
+    }
+    return open_input(error_boundary(metadata.string(), [&] { return InputFile::open(metadata); }), options, true);
+  }
+  const bool dcp = path.filename() == kDcpMetadata;
+  return open_input(error_boundary(path.string(), [&] { return InputFile::open(path); }), options, dcp);
 }
 
 Checkpoint Checkpoint::from_bytes(std::string bytes, std::string name, const OpenOptions& options) {

@@ -47,6 +47,10 @@ void read_safetensors_checkpoint(CheckpointImpl& impl);
 bool is_shard_index(std::span<const std::byte> file);
 void read_shard_index(CheckpointImpl& impl);
 
+/// torch.distributed.checkpoint directories, `impl.file` being their
+/// `.metadata` (formats/dcp_format.cc, formats/dcp_metadata.h).
+void read_dcp_checkpoint(CheckpointImpl& impl);
+
 /// Finds the file's format in the registry and reads it; refuses TorchScript
 /// archives, the tar format and files that are not checkpoints with a hint.
 void read_any_checkpoint(CheckpointImpl& impl);

@@ -53,6 +53,18 @@ std::shared_ptr<const InputFile> InputFile::open(const std::filesystem::path& pa
   return file;
 }
 
+std::shared_ptr<const InputFile> InputFile::slice(std::shared_ptr<const InputFile> whole, uint64_t offset,
+                                                 uint64_t length, std::string name) {
+  const std::span<const std::byte> bytes = whole->view(offset, length, name);
+  std::shared_ptr<InputFile> file(new InputFile());
+  file->name_ = std::move(name);
+  file->path_ = whole->path_;
+  file->size_ = length;
+  file->base_ = bytes.data();
+  file->whole_ = std::move(whole);
+  return file;
+}
+
 std::shared_ptr<const InputFile> InputFile::from_memory(std::string bytes, std::string name) {
   std::shared_ptr<InputFile> file(new InputFile());
   file->memory_ = std::move(bytes);
@@ -64,7 +76,7 @@ std::shared_ptr<const InputFile> InputFile::from_memory(std::string bytes, std::
 }
 
 InputFile::~InputFile() {
-  if (base_ != nullptr && memory_.empty()) ::munmap(const_cast<std::byte*>(base_), size_);
+  if (base_ != nullptr && memory_.empty() && !whole_) ::munmap(const_cast<std::byte*>(base_), size_);
   if (fd_ >= 0) ::close(fd_);
 }
 

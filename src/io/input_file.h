@@ -29,6 +29,15 @@ class InputFile {
   /// An in-memory "file" (tests, and callers that already hold the bytes).
   static std::shared_ptr<const InputFile> from_memory(std::string bytes, std::string name);
 
+  /// [offset, offset+length) of `whole` as a file of its own, for a file
+  /// embedded in another (the torch.save zips inside a distributed
+  /// checkpoint's .distcp files). It reads through `whole`'s mapping and has
+  /// no descriptor (fd() < 0), so byte offsets into it are never mistaken
+  /// for offsets into `whole`. Throws Error(kCorrupt) naming `name` when
+  /// the range is not inside `whole`.
+  static std::shared_ptr<const InputFile> slice(std::shared_ptr<const InputFile> whole, uint64_t offset,
+                                                uint64_t length, std::string name);
+
   ~InputFile();
   InputFile(const InputFile&) = delete;
   InputFile& operator=(const InputFile&) = delete;
@@ -68,6 +77,7 @@ class InputFile {
   uint64_t size_ = 0;
   const std::byte* base_ = nullptr;
   std::string memory_;  // owns the bytes of an in-memory or small file
+  std::shared_ptr<const InputFile> whole_;  // a slice's file, kept alive while the slice is
   mutable std::mutex private_mutex_;
   mutable std::weak_ptr<std::byte> private_;  // made on request; lives while someone uses it
 };

@@ -16,6 +16,7 @@ std::string_view format_name(CheckpointFormat format) {
     case CheckpointFormat::kLegacy: return "legacy";
     case CheckpointFormat::kSafetensors: return "safetensors";
     case CheckpointFormat::kShardIndex: return "shard index";
+    case CheckpointFormat::kDcp: return "distributed (DCP)";
   }
   return "?";
 }

@@ -13,6 +13,7 @@
 #include "ckptfix/checkpoint.h"
 #include "io/input_file.h"
 #include "pickle/value.h"
+#include "zip/gather_reader.h"
 #include "zip/zip_reader.h"
 
 namespace ckptfix {
@@ -41,6 +42,8 @@ struct Storage : StorageInfo {
   /// Which input file holds its bytes: 0 for CheckpointImpl::file, k for
   /// CheckpointImpl::shards[k - 1] (checkpoints read from a shard set).
   uint32_t input = 0;
+  /// kGathered: where the chunks of the tensor are (zip/gather_reader.h).
+  std::shared_ptr<const GatherPlan> gather;
   /// Set by the cast pass: the element type to write instead of `dtype`.
   std::optional<DType> cast_to;
   /// The element type written to the output.

@@ -191,6 +191,7 @@ std::string object_pickle_name(const CheckpointImpl& checkpoint) {
   if (checkpoint.format == CheckpointFormat::kLegacy) return "legacy object pickle";
   if (checkpoint.format == CheckpointFormat::kSafetensors) return "safetensors header";
   if (checkpoint.format == CheckpointFormat::kShardIndex) return "shard index";
+  if (checkpoint.format == CheckpointFormat::kDcp) return "distributed checkpoint metadata";
   return checkpoint.archive_root + "/data.pkl";
 }
 

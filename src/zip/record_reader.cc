@@ -18,12 +18,22 @@ RecordReader::RecordReader(const InputFile& file, uint64_t offset, uint64_t leng
 RecordReader::RecordReader(const InputFile& file, std::span<const std::byte> memory, std::string what)
     : file_(file), offset_(0), size_(memory.size()), what_(std::move(what)), memory_(memory.data()) {}
 
+RecordReader::RecordReader(const InputFile& file, std::shared_ptr<const GatherPlan> plan, std::string what)
+    : file_(file), offset_(0), size_(0), what_(std::move(what)), gather_(std::make_unique<GatherReader>(std::move(plan))) {
+  size_ = gather_->remaining();
+}
+
 uint64_t RecordReader::read(std::span<std::byte> out) {
   const uint64_t n = std::min<uint64_t>(out.size(), remaining());
   if (n == 0) return 0;
   auto dst = out.first(n);
   if (memory_ != nullptr) {
     std::memcpy(dst.data(), memory_ + position_, n);
+    position_ += n;
+    return n;
+  }
+  if (gather_) {  // its errors name the chunk's file
+    if (gather_->read(dst) != n) throw Error(ErrorKind::kInternal, "an assembled tensor ended early").at(what_);
     position_ += n;
     return n;
   }
@@ -58,7 +68,7 @@ namespace ckptfix {
 
 void RecordReader::skip(uint64_t n) {
   n = std::min(n, remaining());
-  if (!inflater_ && !latin1_) {
+  if (!inflater_ && !latin1_ && !gather_) {
     position_ += n;
     return;
   }

@@ -1,6 +1,8 @@
 // Streams the uncompressed bytes of one zip record (or of any stored byte
 // range) front to back: pread for stored data, zlib for deflated data, a
-// latin-1 decoder for a pickle's latin-1 text (io/latin1_text_reader.h).
+// latin-1 decoder for a pickle's latin-1 text (io/latin1_text_reader.h),
+// and for a tensor assembled from the chunks of a distributed checkpoint,
+// the chunks' records in the order of the tensor's elements (gather_reader.h).
 #pragma once
 
 #include <cstdint>
@@ -10,6 +12,7 @@
 
 #include "io/input_file.h"
 #include "io/latin1_text_reader.h"
+#include "zip/gather_reader.h"
 #include "zip/inflate.h"
 
 namespace ckptfix {
@@ -30,6 +33,8 @@ class RecordReader {
                std::string what);
   /// Bytes already in memory (kept alive by the caller).
   RecordReader(const InputFile& file, std::span<const std::byte> memory, std::string what);
+  /// A tensor assembled from chunks.
+  RecordReader(const InputFile& file, std::shared_ptr<const GatherPlan> plan, std::string what);
 
   /// Fills `out` with the next bytes; returns how many (fewer only at the end).
   uint64_t read(std::span<std::byte> out);
@@ -45,6 +50,7 @@ class RecordReader {
   std::string what_;
   std::unique_ptr<Inflater> inflater_;
   std::unique_ptr<Latin1TextReader> latin1_;
+  std::unique_ptr<GatherReader> gather_;
   const std::byte* memory_ = nullptr;
 };
 
