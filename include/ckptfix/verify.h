@@ -76,6 +76,7 @@ struct VerifyReport {
   uint64_t records = 0;             ///< zip records read back
   uint64_t records_crc_checked = 0; ///< ... whose CRC-32 was recomputed and matched
   uint64_t records_copied = 0;      ///< ... copied unchanged, so checked by the CRC-32 the input records (no XXH3)
+  uint64_t zips = 0;                ///< a distributed checkpoint's chunk and value zips checked
   uint64_t storages = 0;            ///< storages whose bytes were checked
   uint64_t tensors = 0;             ///< tensor positions compared
   uint64_t bytes = 0;               ///< bytes read back and hashed

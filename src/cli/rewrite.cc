@@ -47,6 +47,9 @@ namespace {
 std::filesystem::path output_for(const RewriteArgs& args, const Input& input) {
   if (args.in_place) return input.path;
   if (!args.output.empty()) return args.output;
+  // A distributed checkpoint (a directory) becomes one file.
+  std::error_code ec;
+  if (std::filesystem::is_directory(input.path, ec)) return std::filesystem::path(args.out_dir) / (input.relative + ".pt");
   return std::filesystem::path(args.out_dir) / input.relative;
 }
 
@@ -341,6 +344,10 @@ int run_rewrite(const std::string& command, const RewriteArgs& args, const PassO
       if (args.in_place && checkpoint.format() == CheckpointFormat::kShardIndex) {
         throw usage("--in-place cannot rewrite a shard set; write a new one with -o DIR/model.safetensors "
                     "--max-shard-size SIZE");
+      }
+      if (args.in_place && checkpoint.format() == CheckpointFormat::kDcp) {
+        throw usage("--in-place cannot rewrite a distributed checkpoint directory; write one file with -o FILE.pt "
+                    "(or .safetensors)");
       }
       if (!safetensors && (args.drop_aliases || !metadata.empty() || max_shard_size > 0)) {
         throw usage(std::string(args.drop_aliases ? "--drop-aliases" : !metadata.empty() ? "--metadata" : "--max-shard-size") +

@@ -92,6 +92,7 @@ Item read_item(CheckpointImpl& impl, DistcpFiles& files, const DcpLocation& at, 
     item.impl->file = InputFile::slice(whole, at.offset, at.length, whole->name());
     item.impl->limits = impl.limits;
     read_zip_checkpoint(*item.impl);
+    impl.embedded_zips.push_back({item.impl->file, where});
   } catch (Error& e) {
     e.in_file(whole->name());
     throw e.within(where);
@@ -225,6 +226,7 @@ int32_t tensor_storage(CheckpointImpl& impl, DistcpFiles& files, const DcpEntry&
   plan->shape = e.size;
   plan->element_size = element_size(e.dtype);
   plan->what = what;
+  plan->tiling_checked = e.chunks.size() <= kMaxPairwiseChunks;
   for (const DcpChunk& c : e.chunks) {
     const std::string chunk_what = "chunk at " + shape_text(c.offsets) + " of " + what;
     Item item = read_item(impl, files, c.location, chunk_what);

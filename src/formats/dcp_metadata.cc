@@ -13,10 +13,8 @@ namespace ckptfix {
 namespace {
 
 constexpr std::string_view kMetadata = "torch.distributed.checkpoint.metadata";
-// Dimensions of a tensor, and chunks of one tensor compared pairwise for
-// overlaps (beyond, the gather reader finds a gap when it writes the tensor).
+// Dimensions of a tensor.
 constexpr size_t kMaxDims = 64;
-constexpr size_t kMaxPairwiseChunks = 1024;
 // A list index in a path: dcp_to_torch_save pads the list with None up to it.
 constexpr int64_t kMaxListIndex = int64_t{1} << 20;
 

@@ -59,9 +59,13 @@ struct DcpMetadata {
   std::string version;            ///< Metadata.version ("1.0.0"; empty before torch 2.7)
 };
 
+/// Tensors with more chunks than this are not checked pairwise for overlaps
+/// (the work would grow with the square of their number).
+constexpr size_t kMaxPairwiseChunks = 1024;
+
 /// Parses `.metadata`'s pickle. Checks its structure, that every chunk is
 /// inside its tensor, that chunk volumes add up to the tensor's (and, up to
-/// 1024 chunks a tensor, that no two overlap), and that every item's
+/// kMaxPairwiseChunks chunks a tensor, that no two overlap), and that every item's
 /// storage is named exactly once. Throws Error(kUnsafe) naming any other
 /// global, Error(kCorrupt) naming what is wrong, Error(kLimit) beyond
 /// `limits`.

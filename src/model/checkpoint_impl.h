@@ -89,6 +89,14 @@ struct CheckpointImpl {
   /// Bytes of storages the passes made (numpy arrays turned into tensors),
   /// which kMemory sources point into; a deque, so they never move.
   std::deque<std::string> owned_bytes;
+  /// A distributed checkpoint's items (its tensors' chunks and its other
+  /// values), each a torch.save zip inside a .distcp file: verify checks
+  /// their CRCs.
+  struct EmbeddedZip {
+    std::shared_ptr<const InputFile> file;  ///< the zip, as a slice of its .distcp file
+    std::string what;                       ///< "chunk at [0,4] of tensor 'w' (… bytes at offset …)"
+  };
+  std::vector<EmbeddedZip> embedded_zips;
   /// A safetensors input's `__metadata__` (written again when the output is
   /// safetensors too); nullopt when it has none or is not safetensors.
   std::optional<std::vector<std::pair<std::string, std::string>>> safetensors_metadata;

@@ -30,6 +30,9 @@ std::string VerifyReport::summary() const {
       s = std::to_string(records) + " records (CRC-32 ok";
       if (records_crc_checked != records) s += " on " + std::to_string(records_crc_checked) + ", the others record none";
       s += "), ";
+    } else if (format == CheckpointFormat::kDcp) {
+      s = "distributed checkpoint: " + std::to_string(records) + " records of its " + std::to_string(zips) +
+          " chunk and value zips (CRC-32 ok), ";
     } else if (format == CheckpointFormat::kShardIndex) {
       s = "shard set: " + (records > 0 ? std::to_string(records) + " records of its torch shards (CRC-32 ok), "
                                        : std::string("safetensors shards (no CRCs; every byte read), "));
@@ -88,15 +91,28 @@ void check_zip_crcs(const std::shared_ptr<const InputFile>& file, const VerifyOp
 VerifyReport verify_input_file(const std::filesystem::path& path, const VerifyOptions& options) {
   const auto start = std::chrono::steady_clock::now();
   VerifyReport report;
-  auto file = InputFile::open(path);
-  ByteChecker checker(options.gpu, report.gpu, options.progress, file->size());
+  std::error_code ec;
+  const bool directory = std::filesystem::is_directory(path, ec);  // a distributed checkpoint
+  auto file = directory ? nullptr : InputFile::open(path);
+  ByteChecker checker(options.gpu, report.gpu, options.progress, file ? file->size() : 0);
   try {
     // CRCs first: a damaged record is named even when it would also break the parse.
-    if (looks_like_zip(file->bytes())) check_zip_crcs(file, options, checker, report);
+    if (file && looks_like_zip(file->bytes())) check_zip_crcs(file, options, checker, report);
     const Checkpoint ck = reparse(path, options.open);
+    // A distributed checkpoint's chunk and value zips, each checked whole.
+    for (const auto& zip : impl_of(ck).embedded_zips) {
+      try {
+        check_zip_crcs(zip.file, options, checker, report);
+      } catch (Error& e) {
+        throw e.within(zip.what);
+      }
+      ++report.zips;
+    }
     // A shard set's zip shards (.bin) have their CRCs checked the same way.
-    for (const auto& shard : impl_of(ck).shards) {
-      if (looks_like_zip(shard->bytes())) check_zip_crcs(shard, options, checker, report);
+    if (ck.format() == CheckpointFormat::kShardIndex) {
+      for (const auto& shard : impl_of(ck).shards) {
+        if (looks_like_zip(shard->bytes())) check_zip_crcs(shard, options, checker, report);
+      }
     }
     report.format = ck.format();
     report.tensors = ck.tensor_positions().size();
@@ -104,8 +120,11 @@ VerifyReport verify_input_file(const std::filesystem::path& path, const VerifyOp
       ++report.storages;
       // Bytes no CRC covers (safetensors files and shards) are at least read:
       // a file that is short or unreadable shows here.
+      // So are tensors assembled from chunks not checked pairwise for
+      // overlaps: reading them finds any gap.
       const bool read_anyway = report.format == CheckpointFormat::kSafetensors ||
-                               (report.format == CheckpointFormat::kShardIndex && s.source.crc32 == 0);
+                               (report.format == CheckpointFormat::kShardIndex && s.source.crc32 == 0) ||
+                               (s.gather && !s.gather->tiling_checked);
       if (!checker.gpu_enabled() && !read_anyway) continue;
       RecordReader reader = open_storage_record(impl_of(ck).input_of(s), s);
       expect_gpu_bytes(digest_record(checker, reader, checker.gpu_enabled()), ErrorKind::kGpu, s.source.record);

@@ -45,6 +45,10 @@ struct GatherPlan {
   uint32_t element_size = 1;
   std::vector<GatherChunk> chunks;  ///< best in row-major order of their offsets
   std::string what;                 ///< "tensor 'w'"
+  /// Whether the format's reader has checked that no two chunks overlap;
+  /// when not, only reading the whole tensor shows a gap (which, with the
+  /// chunks' volumes adding up to the tensor's, any overlap leaves).
+  bool tiling_checked = true;
 };
 
 class GatherReader {
