@@ -4,7 +4,7 @@
     python3 scripts/fuzz_seeds.py FIXTURES_DIR OUT_DIR
 
 Writes OUT_DIR/<target>/<name> for the targets checkpoint, zip, legacy,
-unpickle, pickle_roundtrip, safetensors and shard_index: whole fixture files for the file
+unpickle, pickle_roundtrip, safetensors, shard_index and dcp_metadata: whole fixture files for the file
 readers, small safetensors files built here (every dtype, metadata, escapes), and
 for the pickle targets each fixture's data.pkl, the five pickles of each
 legacy fixture, and small pickles of plain Python values at protocols 0-5.
@@ -127,6 +127,13 @@ def main():
             for target in ("unpickle", "pickle_roundtrip"):
                 write(out, target, f"plain-{label}-p{protocol}", pkl)
                 count[target] += 1
+    # Distributed checkpoints' .metadata files, wherever fixtures/ has them.
+    for root, _, files in sorted(os.walk(fixtures)):
+        if ".metadata" in files:
+            with open(os.path.join(root, ".metadata"), "rb") as f:
+                name = os.path.relpath(root, fixtures).replace(os.sep, "-")
+                write(out, "dcp_metadata", name + ".metadata", f.read())
+                count["dcp_metadata"] += 1
     for name, text in shard_index_seeds():
         write(out, "shard_index", name, text.encode())
         count["shard_index"] += 1

@@ -26,5 +26,7 @@ void legacy(const uint8_t* data, size_t size);
 void safetensors(const uint8_t* data, size_t size);
 /// The shard-set index parser: every shard a plain file name.
 void shard_index(const uint8_t* data, size_t size);
+/// The .metadata parser of distributed checkpoints (restricted unpickle, structure, chunk bounds).
+void dcp_metadata(const uint8_t* data, size_t size);
 
 }  // namespace ckptfix::fuzz

@@ -33,7 +33,8 @@ const std::map<std::string, Target> kTargets = {
     {"checkpoint", ckptfix::fuzz::checkpoint}, {"unpickle", ckptfix::fuzz::unpickle},
     {"pickle_roundtrip", ckptfix::fuzz::pickle_roundtrip}, {"zip", ckptfix::fuzz::zip},
     {"legacy", ckptfix::fuzz::legacy}, {"safetensors", ckptfix::fuzz::safetensors},
-    {"shard_index", ckptfix::fuzz::shard_index}};
+    {"shard_index", ckptfix::fuzz::shard_index},
+    {"dcp_metadata", ckptfix::fuzz::dcp_metadata}};
 
 std::set<std::string> pending_inputs(const fs::path& dir) {
   std::set<std::string> out;
