@@ -200,6 +200,13 @@ class Placer {
             .at("entry '" + fqn + "'");
       }
       std::vector<Value*>& items = container->items;
+      const size_t padding = static_cast<size_t>(step.index) + 1 > items.size() ? static_cast<size_t>(step.index) + 1 - items.size() : 0;
+      if (padding > kMaxPadding - padded_) {
+        throw Error(ErrorKind::kLimit, "planner paths pad lists with more than " + std::to_string(kMaxPadding) +
+                                           " Nones (index " + std::to_string(step.index) + ")")
+            .at("entry '" + fqn + "'");
+      }
+      padded_ += padding;
       while (items.size() <= static_cast<size_t>(step.index)) items.push_back(g_.make_none());
       return &items[static_cast<size_t>(step.index)];
     }
@@ -211,8 +218,13 @@ class Placer {
     return &entries[it->second].second;
   }
 
+  // Nones dcp_to_torch_save would pad lists with, in all: a list index in a
+  // path says how many, and real checkpoints need a handful.
+  static constexpr size_t kMaxPadding = size_t{1} << 20;
+
   ValueGraph& g_;
   Value* root_;
+  size_t padded_ = 0;
   std::unordered_set<const Value*> made_;
   std::unordered_map<const Value*, std::unordered_map<std::string, size_t>> keys_;
 };

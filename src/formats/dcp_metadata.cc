@@ -142,10 +142,15 @@ std::string storage_key(const std::string& fqn, const std::optional<std::vector<
   return fqn + '\0' + (offset ? shape_text(*offset) : "None");
 }
 
-std::vector<DcpPathStep> path_of(const Value* planned, const std::string& fqn) {
+std::vector<DcpPathStep> path_of(const Value* planned, const std::string& fqn, uint64_t max_depth) {
   const std::string where = "planner_data entry '" + fqn + "'";
   if (planned == nullptr) return {DcpPathStep{false, fqn, 0}};
   if (planned->kind != ValueKind::kTuple || planned->items.empty()) corrupt("the path is not a tuple of keys", where);
+  if (planned->items.size() > max_depth) {
+    throw Error(ErrorKind::kLimit, "the path has " + std::to_string(planned->items.size()) +
+                                       " steps, more than max_depth (" + std::to_string(max_depth) + ")")
+        .at(where);
+  }
   std::vector<DcpPathStep> path;
   for (const Value* step : planned->items) {
     if (step->is_str()) {
@@ -262,7 +267,7 @@ DcpMetadata parse_dcp_metadata(std::span<const std::byte> pickle, const ReadLimi
     const std::string where = "entry '" + e.fqn + "'";
     if (!seen.insert(e.fqn).second) corrupt("state_dict_metadata lists it twice", where);
     const auto planned_at = planned.find(e.fqn);
-    e.path = path_of(planned_at == planned.end() ? nullptr : planned_at->second, e.fqn);
+    e.path = path_of(planned_at == planned.end() ? nullptr : planned_at->second, e.fqn, limits.max_depth);
     auto take = [&](const std::optional<std::vector<int64_t>>& offset) -> DcpLocation {
       const auto it = located.find(storage_key(e.fqn, offset));
       if (it == located.end()) {

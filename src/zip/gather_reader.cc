@@ -36,8 +36,12 @@ size_t GatherReader::find_chunk() const {
     return true;
   };
   const size_t n = plan_->chunks.size();
-  // The chunk after the last one is the likely one (the next segment of a
-  // row), then the last one itself, then every chunk.
+  // Chunks are in row-major order of their offsets. The likely one is the
+  // chunk after the last one (the next segment of a row) or, at the start of
+  // a row, the one that started the row before (the same band of rows);
+  // then every chunk, from there on.
+  const bool row_start = index_.empty() || index_.back() == 0;
+  if (row_start && row_hint_ < n && holds(plan_->chunks[row_hint_])) return row_hint_;
   for (size_t k = 0; k < n; ++k) {
     const size_t c = (hint_ + 1 + k) % n;
     if (holds(plan_->chunks[c])) return c;
@@ -50,6 +54,7 @@ size_t GatherReader::find_chunk() const {
 void GatherReader::next_run() {
   const size_t c = find_chunk();
   hint_ = c;
+  if (index_.empty() || index_.back() == 0) row_hint_ = c;
   const GatherChunk& chunk = plan_->chunks[c];
   const size_t n = index_.size();
   // The longest run from index_ that is contiguous in the output and in the

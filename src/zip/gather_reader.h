@@ -83,7 +83,8 @@ class GatherReader {
   uint64_t next_element_ = 0;
   Run run_;
   uint64_t run_done_ = 0;
-  size_t hint_ = 0;  // the chunk that held the last run
+  size_t hint_ = 0;      // the chunk that held the last run
+  size_t row_hint_ = 0;  // the chunk that held the start of the last row
   std::vector<Cached> cache_;
   size_t cache_next_ = 0;
   // Per chunk: the CRC of its bytes read so far, and where the next
