@@ -16,7 +16,8 @@ and the same Python values (int, float, bool, str, None) with their types.
 Directories judged:
   * the committed sets, fixtures/torch2.*/dcp/ (make_dcp_fixtures.py): under a
     judge whose torch has dcp_to_torch_save (trixie's 2.6 reads the 2.14 set
-    too), against a fresh dcp_to_torch_save made here; under a judge without
+    too, sid's 2.14 the 2.6 set), against a fresh dcp_to_torch_save made here
+    and the committed reference (all the same object); under a judge without
     DCP (bookworm's torch 1.13 has no torch.distributed.checkpoint), against
     the committed reference DIR.pt, which torch 1.13 loads (its
     weights_only=True unpickler does not: it lacks BINFLOAT, so the default
@@ -342,10 +343,11 @@ class DcpTest(unittest.TestCase):
         self.assertEqual(dir_state(ckpt_dir), before)
 
     def judge_dir(self, ckpt_dir, expected, name):
-        self.convert_and_compare(ckpt_dir, expected, name)
+        out = self.convert_and_compare(ckpt_dir, expected, name)
         self.assert_reads(ckpt_dir)
         if st is not None:
             self.key_model_and_compare(ckpt_dir, expected, name)
+        return out
 
     def assert_refused(self, ckpt_dir, *must_name, commands=("convert", "verify"), cwd=None):
         """Each command exits 1 with one line naming every one of `must_name`,
@@ -386,8 +388,13 @@ class DcpTest(unittest.TestCase):
                 src = support.fixture(os.path.join(folder, entry["file"]))
                 name = support.flat_name(os.path.join(folder, entry["file"]))
                 with self.subTest(fixture=name):
-                    expected = self.torch_reference(src, support.fixture(os.path.join(folder, entry["reference"])))
-                    self.judge_dir(src, expected, name)
+                    committed = support.fixture(os.path.join(folder, entry["reference"]))
+                    expected = self.torch_reference(src, committed)
+                    out = self.judge_dir(src, expected, name)
+                    if dcp is not None:
+                        # and the committed reference: trixie's 2.6 and sid's 2.14 make the
+                        # same object of every set as the torch that wrote it (seen)
+                        self.assert_same_object(load_output(out), load_output(committed), f"{name} vs {entry['reference']}")
                     judged += 1
         self.assertGreaterEqual(judged, 3, "the committed DCP sets hold fewer valid directories than expected")
 
