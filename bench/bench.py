@@ -12,6 +12,10 @@ page cache: this measures the tools, not the disk.
   /usr/bin/python3 bench/bench.py --sizes 1 --jobs convert          # quick
   /usr/bin/python3 bench/bench.py --sizes 0.5,1,2,4 --runs 5        # the table in docs/performance.md
   /usr/bin/python3 bench/bench.py --baseline OLD/ckptfix --peers cp  # a change, before/after, in one run
+  /usr/bin/python3 bench/bench.py --sizes 2 --jobs dcp              # a 2-rank DCP directory -> one .pt
+
+The dcp job's directory is written by 2 ranks of the sid judge's torch
+(generate_dcp) and its Python peer, dcp_to_torch_save, runs in that judge.
 """
 import argparse
 import os
@@ -66,10 +70,12 @@ TORCH_JOBS = {
                "    wm.update({k: out for k in sd})\n"
                "json.dump({'metadata': index['metadata'], 'weight_map': wm}, "
                "open(os.path.join(out_dir, 'model.safetensors.index.json'), 'w'), indent=2, sort_keys=True)",
+    # A torch.distributed.checkpoint directory to one torch.save file: torch's own way.
+    "dcp": "from torch.distributed.checkpoint.format_utils import dcp_to_torch_save\ndcp_to_torch_save(src, dst)",
 }
 TORCH_JOBS["weights-only-numpy"] = TORCH_JOBS["weights-only-numpy4"] = TORCH_JOBS["weights-only"]
-# Jobs whose Python peer needs the newest torch and the safetensors library.
-JUDGED_JOBS = {"to-safetensors", "bin-set"}
+# Jobs whose Python peer needs the newest torch (safetensors, torch.distributed.checkpoint).
+JUDGED_JOBS = {"to-safetensors", "bin-set", "dcp"}
 # The shard size of the bin-set job (the generated set's shards are 256 MiB).
 BIN_SET_SHARD = "300MB"
 
@@ -88,6 +94,7 @@ def ckptfix_command(binary, job, src, dst):
         "weights-only-numpy4": [binary, "weights-only", src, "-o", dst, "--force", "--limit", "max_pickle_bytes=8G"],
         "to-safetensors": [binary, "convert", src, "-o", dst, "--force"],
         "bin-set": [binary, "convert", src, "-o", dst, "--max-shard-size", BIN_SET_SHARD, "--force"],
+        "dcp": [binary, "convert", src, "-o", dst, "--force"],
     }[job]
 
 
@@ -140,6 +147,55 @@ json.dump({{'metadata': {{'total_size': size}}, 'weight_map': wm}}, open({index!
 """
     os.makedirs(os.path.dirname(index), exist_ok=True)
     subprocess.run([PYTHON, "-c", script], check=True)
+
+
+def generate_dcp(directory, gib):
+    """A torch.distributed.checkpoint directory of about `gib` GiB, saved by 2
+    ranks (gloo on CPU, torch.multiprocessing.spawn, init_method file://) of
+    the sid judge's torch: 64 MiB fp32 tensors (4096x4096) as DTensors,
+    Shard(0) and Shard(1) in turn, so each rank writes one __R_0.distcp of
+    half the size. Each rank makes the full tensor from a seed and keeps its
+    half (DTensor.from_local): nothing is scattered."""
+    script = f"""
+import os, sys, tempfile, torch
+import torch.distributed as dist
+import torch.distributed.checkpoint as dcp
+import torch.multiprocessing as mp
+from torch.distributed.device_mesh import init_device_mesh
+from torch.distributed.tensor import DTensor, Shard
+
+def rank(r, init, out):
+    dist.init_process_group("gloo", init_method="file://" + init, rank=r, world_size=2)
+    mesh = init_device_mesh("cpu", (2,))
+    total, n, sd, i = int({gib} * (1 << 30)), 4096, {{}}, 0
+    while total > 0:
+        full = torch.rand(n, n, generator=torch.Generator().manual_seed(i))
+        dim = i % 2
+        local = torch.tensor_split(full, 2, dim)[r].contiguous()
+        sd[f"model.layer{{i}}.weight"] = DTensor.from_local(local, mesh, [Shard(dim)], run_check=False,
+                                                            shape=full.shape, stride=full.stride())
+        total -= 4 * n * n
+        i += 1
+    dcp.save({{"model": sd, "step": 1000}}, checkpoint_id=out)
+    dist.barrier()
+    # not destroy_process_group, which can hang with gloo after the save (seen
+    # with torch 2.6, tests/interop/test_dcp.py): leave at once, exit code 0
+    os._exit(0)
+
+if __name__ == "__main__":
+    with tempfile.TemporaryDirectory() as tmp:
+        mp.spawn(rank, args=(os.path.join(tmp, "pg"), {directory!r}), nprocs=2, join=True)
+"""
+    os.environ["CKPTFIX_JUDGE_BIND"] = os.path.dirname(directory)
+    script_path = directory + ".py"
+    with open(script_path, "w") as f:  # a file: spawned ranks re-import their __main__
+        f.write(script)
+    start = time.perf_counter()
+    subprocess.run([os.path.join(REPO, "scripts", "judges.sh"), "run", "sid", "/usr/bin/python3", script_path],
+                   check=True, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+    os.remove(script_path)
+    print(f"# generated {directory} with 2 ranks of the sid judge's torch in {time.perf_counter() - start:.1f} s",
+          file=sys.stderr, flush=True)
 
 
 def generate_refused(path, gib):
@@ -204,6 +260,9 @@ def run_case(binary, job, src, workdir, runs, peers, baseline=None):
     if "cp" in peers and job == "bin-set":  # the whole set
         copy = os.path.join(workdir, "copy-set")
         commands["cp"] = ["cp", "-r", os.path.dirname(src), copy]
+    elif "cp" in peers and job == "dcp":  # the whole directory
+        copy = os.path.join(workdir, "copy-dcp")
+        commands["cp"] = ["cp", "-r", src, copy]
     elif "cp" in peers and job not in ("inspect", "verify"):
         commands["cp"] = ["cp", src, copy]
     if "torch" in peers:
@@ -300,14 +359,18 @@ def main():
     try:
         for size in [float(s) for s in args.sizes.split(",")]:
             src = os.path.join(workdir, f"src-{size}g.pt")
-            if not os.path.exists(src):
-                generate(src, size)
             for job in args.jobs.split(","):
                 job_src = src
+                if job not in ("bin-set", "dcp") and not os.path.exists(src):
+                    generate(src, size)
                 if job == "bin-set":
                     job_src = os.path.join(workdir, f"bin-set-{size}g", "pytorch_model.bin.index.json")
                     if not os.path.exists(job_src):
                         generate_bin_set(job_src, size)
+                if job == "dcp":
+                    job_src = os.path.join(workdir, f"dcp-{size}g")
+                    if not os.path.exists(job_src):
+                        generate_dcp(job_src, size)
                 if job == "weights-only":  # needs a file the default torch.load refuses
                     job_src = os.path.join(workdir, f"refused-{size}g.pt")
                     if not os.path.exists(job_src):
