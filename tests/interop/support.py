@@ -4,8 +4,11 @@ import argparse
 import hashlib
 import json
 import os
+import shutil
 import subprocess
 import sys
+import tempfile
+import unittest
 
 REPO = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
 FIXTURES = os.path.join(REPO, "fixtures")
@@ -78,3 +81,25 @@ def run(*args, check=None, cwd=None):
 def sha256(path):
     with open(path, "rb") as f:
         return hashlib.sha256(f.read()).hexdigest()
+
+
+class ScratchDirTest(unittest.TestCase):
+    """A test case with a fresh temporary directory, self.tmp, removed after
+    each test; path() and folder() name places in it, making their parents."""
+    prefix = "ckptfix-"
+
+    def setUp(self):
+        self.tmp = tempfile.mkdtemp(prefix=self.prefix)
+
+    def tearDown(self):
+        shutil.rmtree(self.tmp, ignore_errors=True)
+
+    def path(self, *parts):
+        p = os.path.join(self.tmp, *parts)
+        os.makedirs(os.path.dirname(p), exist_ok=True)
+        return p
+
+    def folder(self, *parts):
+        p = os.path.join(self.tmp, *parts)
+        os.makedirs(p, exist_ok=True)
+        return p

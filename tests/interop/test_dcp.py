@@ -248,26 +248,11 @@ def drop_storage(md, fqn, i):
                              if k.fqn == fqn and tuple(k.offset) == tuple(chunk.offsets))]
 
 
-class DcpTest(unittest.TestCase):
+class DcpTest(support.ScratchDirTest):
     maxDiff = None
-
-    def setUp(self):
-        self.tmp = tempfile.mkdtemp(prefix="ckptfix-dcp-")
-
-    def tearDown(self):
-        shutil.rmtree(self.tmp, ignore_errors=True)
+    prefix = "ckptfix-dcp-"
 
     # -- helpers -----------------------------------------------------------
-
-    def path(self, *parts):
-        p = os.path.join(self.tmp, *parts)
-        os.makedirs(os.path.dirname(p), exist_ok=True)
-        return p
-
-    def folder(self, *parts):
-        p = os.path.join(self.tmp, *parts)
-        os.makedirs(p, exist_ok=True)
-        return p
 
     def copy_dir(self, src, name):
         dst = self.path("in", name)

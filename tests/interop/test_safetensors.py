@@ -160,22 +160,15 @@ def dtype_name(dtype):
 
 
 @unittest.skipIf(safetensors is None, SKIP_REASON)
-class SafetensorsTest(unittest.TestCase):
+class SafetensorsTest(support.ScratchDirTest):
     maxDiff = None
+    prefix = "ckptfix-st-"
 
     def setUp(self):
-        self.tmp = tempfile.mkdtemp(prefix="ckptfix-st-")
+        super().setUp()
         self.gen = torch.Generator().manual_seed(15)
 
-    def tearDown(self):
-        shutil.rmtree(self.tmp, ignore_errors=True)
-
     # -- helpers -----------------------------------------------------------
-
-    def path(self, *parts):
-        p = os.path.join(self.tmp, *parts)
-        os.makedirs(os.path.dirname(p), exist_ok=True)
-        return p
 
     def save_pt(self, obj, name):
         p = self.path(name)

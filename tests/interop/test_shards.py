@@ -162,27 +162,15 @@ def merged_keys_in_order(folder, index):
 
 
 @unittest.skipIf(safetensors is None, SKIP_REASON)
-class ShardsTest(unittest.TestCase):
+class ShardsTest(support.ScratchDirTest):
     maxDiff = None
+    prefix = "ckptfix-shards-"
 
     def setUp(self):
-        self.tmp = tempfile.mkdtemp(prefix="ckptfix-shards-")
+        super().setUp()
         self.gen = torch.Generator().manual_seed(1515)
 
-    def tearDown(self):
-        shutil.rmtree(self.tmp, ignore_errors=True)
-
     # -- helpers -----------------------------------------------------------
-
-    def path(self, *parts):
-        p = os.path.join(self.tmp, *parts)
-        os.makedirs(os.path.dirname(p), exist_ok=True)
-        return p
-
-    def folder(self, *parts):
-        p = os.path.join(self.tmp, *parts)
-        os.makedirs(p, exist_ok=True)
-        return p
 
     def state_dict(self):
         """Thirteen tensors of varied dtypes and sizes (0 B to 3.2 KB), one larger than
