@@ -11,6 +11,7 @@
 int main(int argc, char** argv) {
   using namespace ckptfix::cli;
   install_last_resort_handlers();
+  raise_open_file_limit();
   CLI::App app{"ckptfix: convert and repair PyTorch checkpoints without Python, never running pickle code"};
   app.require_subcommand(1);
   app.set_version_flag("--version", version());

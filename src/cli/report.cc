@@ -1,5 +1,7 @@
 #include "cli/report.h"
 
+#include <sys/resource.h>
+
 #include <algorithm>
 #include <atomic>
 #include <cstdio>
@@ -241,6 +243,14 @@ void set_current_input(const std::string& path) {
   const size_t n = std::min(path.size(), sizeof current_input - 1);
   path.copy(current_input, n);
   current_input[n] = 0;
+}
+
+void raise_open_file_limit() {
+  struct rlimit limit {};
+  if (::getrlimit(RLIMIT_NOFILE, &limit) == 0 && limit.rlim_cur < limit.rlim_max) {
+    limit.rlim_cur = limit.rlim_max;
+    ::setrlimit(RLIMIT_NOFILE, &limit);  // best effort: without it, very large sets fail to open with a clear error
+  }
 }
 
 void install_last_resort_handlers() {

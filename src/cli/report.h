@@ -81,6 +81,11 @@ void set_current_input(const std::string& path);
 /// nlohmann::json's destructor, can finish), and should an exception still
 /// reach std::terminate, it prints "ckptfix: error: 'FILE': ..." and exits 1.
 void install_last_resort_handlers();
+
+/// Raises the soft limit on open files to the hard one: a distributed
+/// checkpoint of a thousand ranks holds a thousand .distcp files, each kept
+/// open while the checkpoint is.
+void raise_open_file_limit();
 /// Takes the memory reserve again once an input that ran out of memory is done.
 void rearm_memory_reserve();
 /// The exit code of the last-resort line (1; diff, where 1 means "different", sets 2).

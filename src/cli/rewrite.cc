@@ -47,9 +47,16 @@ namespace {
 std::filesystem::path output_for(const RewriteArgs& args, const Input& input) {
   if (args.in_place) return input.path;
   if (!args.output.empty()) return args.output;
-  // A distributed checkpoint (a directory) becomes one file.
+  // A distributed checkpoint (its directory, or its .metadata) becomes one
+  // file named after the directory.
   std::error_code ec;
-  if (std::filesystem::is_directory(input.path, ec)) return std::filesystem::path(args.out_dir) / (input.relative + ".pt");
+  const std::filesystem::path in(input.path);
+  if (std::filesystem::is_directory(in, ec) || in.filename() == ".metadata") {
+    std::filesystem::path name = std::filesystem::path(input.relative);
+    if (name.filename() == ".metadata") name = name.parent_path();
+    if (name.empty() || name == ".") name = std::filesystem::absolute(in).lexically_normal().parent_path().filename();
+    return std::filesystem::path(args.out_dir) / (name.string() + (args.format == "safetensors" ? ".safetensors" : ".pt"));
+  }
   return std::filesystem::path(args.out_dir) / input.relative;
 }
 

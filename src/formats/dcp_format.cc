@@ -89,7 +89,11 @@ Item read_item(CheckpointImpl& impl, DistcpFiles& files, const DcpLocation& at, 
                                            "serialization_format=SAFETENSORS? ckptfix reads the default format)");
     }
     item.impl = std::make_unique<CheckpointImpl>();
-    item.impl->file = InputFile::slice(whole, at.offset, at.length, whole->name());
+    // Named by its place in the .distcp file: offsets in its messages are
+    // relative to the item.
+    item.impl->file = InputFile::slice(whole, at.offset, at.length,
+                                       whole->name() + "[" + std::to_string(at.offset) + ":" +
+                                           std::to_string(at.offset + at.length) + "]");
     item.impl->limits = impl.limits;
     read_zip_checkpoint(*item.impl);
     impl.embedded_zips.push_back({item.impl->file, where});
@@ -259,20 +263,15 @@ int32_t tensor_storage(CheckpointImpl& impl, DistcpFiles& files, const DcpEntry&
           .in_file(files.file(item.input)->name())
           .at(chunk_what);
     }
-    // The chunk's view must lie inside its storage (strides are >= 0 in a torch.save file).
-    const uint64_t element = plan->element_size;
-    uint64_t last = static_cast<uint64_t>(t->storage_offset);
-    bool empty = false;
-    for (size_t d = 0; d < t->shape.size(); ++d) {
-      if (t->shape[d] == 0) empty = true;
-      if (t->stride[d] < 0) throw Error(ErrorKind::kCorrupt, "the chunk has a negative stride").at(chunk_what);
-      last += static_cast<uint64_t>(std::max<int64_t>(t->shape[d] - 1, 0)) * static_cast<uint64_t>(t->stride[d]);
+    // The chunk's view must lie inside its storage, and its elements be no
+    // more than the storage's bytes (torch writes them equal): a stride of 0
+    // must not make a few bytes of input a huge output.
+    std::optional<std::string> problem = tensor_view_problem(*t, s);
+    if (!problem && t->nbytes() > s.nbytes) {
+      problem = "the chunk's " + std::to_string(t->nbytes()) + " bytes of elements are more than its storage's " +
+                std::to_string(s.nbytes) + " (a view repeating elements, which torch never saves)";
     }
-    if (!empty && (t->storage_offset < 0 || (last + 1) * element > s.nbytes)) {
-      throw Error(ErrorKind::kCorrupt, "the chunk's tensor reaches past its storage's " + std::to_string(s.nbytes) + " bytes")
-          .in_file(files.file(item.input)->name())
-          .at(chunk_what);
-    }
+    if (problem) throw Error(ErrorKind::kCorrupt, *problem).in_file(files.file(item.input)->name()).at(chunk_what);
     const bool whole = t->shape == e.size && t->storage_offset == 0 && t->stride == contiguous_strides(e.size) &&
                        s.nbytes == t->nbytes();
     if (e.chunks.size() == 1 && whole) {

@@ -4,6 +4,7 @@
 #include <map>
 #include <optional>
 #include <set>
+#include <tuple>
 #include <utility>
 
 #include "ckptfix/error.h"
@@ -165,9 +166,14 @@ std::vector<DcpPathStep> path_of(const Value* planned, const std::string& fqn, u
 }
 
 void check_chunks(const DcpEntry& e, const std::string& where) {
+  // Its volume, and the product of its non-zero sizes (the contiguous
+  // strides of its output), fit in 62 bits.
   uint64_t volume = 1;
+  uint64_t span = 1;
   for (int64_t d : e.size) {
-    if (d != 0 && volume > (uint64_t{1} << 62) / static_cast<uint64_t>(d)) corrupt("the tensor's size is too large", where);
+    const uint64_t extent = static_cast<uint64_t>(std::max<int64_t>(d, 1));
+    if (span > (uint64_t{1} << 62) / extent) corrupt("the tensor's size is too large", where);
+    span *= extent;
     volume *= static_cast<uint64_t>(d);
   }
   uint64_t covered = 0;
@@ -320,6 +326,22 @@ DcpMetadata parse_dcp_metadata(std::span<const std::byte> pickle, const ReadLimi
       corrupt("its metadata is neither a TensorStorageMetadata nor a BytesStorageMetadata", where);
     }
     out.entries.push_back(std::move(e));
+  }
+  // Items are written one after another: no two share bytes. (Else a few
+  // bytes named by many keys could make an output of any size.)
+  std::vector<std::pair<const DcpLocation*, const std::string*>> spans;
+  for (const auto& [key, item] : located) spans.emplace_back(&item.first, &key);
+  std::sort(spans.begin(), spans.end(), [](const auto& a, const auto& b) {
+    return std::tie(a.first->file, a.first->offset) < std::tie(b.first->file, b.first->offset);
+  });
+  for (size_t i = 1; i < spans.size(); ++i) {
+    const DcpLocation& prev = *spans[i - 1].first;
+    const DcpLocation& next = *spans[i].first;
+    if (prev.file == next.file && next.offset - prev.offset < prev.length) {
+      const auto fqn = [](const std::string* key) { return key->substr(0, key->find('\0')); };
+      corrupt("items of '" + fqn(spans[i - 1].second) + "' and '" + fqn(spans[i].second) + "' overlap in '" +
+              next.file + "' at offset " + std::to_string(next.offset));
+    }
   }
   for (const auto& [key, item] : located) {
     if (!item.second) {

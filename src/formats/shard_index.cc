@@ -118,6 +118,14 @@ void read_shard_index(CheckpointImpl& impl) {
       }
     }();
     const CheckpointImpl& s = impl_of(shard);
+    // A shard is one file of tensors; a shard set or a distributed
+    // checkpoint named as a shard would keep its bytes in files of its own.
+    if (s.format != CheckpointFormat::kZip && s.format != CheckpointFormat::kLegacy &&
+        s.format != CheckpointFormat::kSafetensors) {
+      throw Error(ErrorKind::kCorrupt, "a shard must be a torch.save or safetensors file, not a " +
+                                           std::string(format_name(s.format)))
+          .in_file(path.string());
+    }
     const auto root_entries = root_state_dict_entries(shard);
     if (!root_entries) throw Error(ErrorKind::kCorrupt, "the shard is not a state dict").in_file(path.string());
     const std::vector<StateDictEntry>& entries = *root_entries;

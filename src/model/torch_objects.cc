@@ -242,6 +242,49 @@ void build_tensor_table(CheckpointImpl& impl) {
   });
 }
 
+std::optional<std::string> tensor_view_problem(const Tensor& t, const Storage& s) {
+  if (t.shape.size() != t.stride.size()) {
+    return "tensor has " + std::to_string(t.shape.size()) + " sizes but " + std::to_string(t.stride.size()) + " strides";
+  }
+  if (t.storage_offset < 0) return "tensor has a negative storage offset";
+  uint64_t last = static_cast<uint64_t>(t.storage_offset);
+  bool empty = false;
+  for (size_t i = 0; i < t.shape.size(); ++i) {
+    if (t.shape[i] < 0) return "tensor has a negative size";
+    if (t.stride[i] < 0) return "tensor has a negative stride";
+    if (t.shape[i] == 0) empty = true;
+  }
+  if (empty) return std::nullopt;
+  // torch counts elements and bytes in int64 and refuses a shape whose
+  // count overflows ("numel: integer multiplication overflow"); a stride
+  // of 0 lets such a shape fit any storage, so check the counts themselves.
+  std::optional<uint64_t> numel = 1;
+  for (int64_t d : t.shape) numel = numel ? checked_mul(*numel, static_cast<uint64_t>(d)) : std::nullopt;
+  if (!numel || *numel > static_cast<uint64_t>(INT64_MAX)) {
+    return "tensor of shape " + shape_text(t.shape) + " has more elements than fit in 64 bits (torch refuses it)";
+  }
+  const auto nbytes = checked_mul(*numel, element_size(t.dtype));
+  if (!nbytes || *nbytes > static_cast<uint64_t>(INT64_MAX)) {
+    return "tensor of shape " + shape_text(t.shape) + " has " + std::to_string(*numel) + " elements of " +
+           std::to_string(element_size(t.dtype)) + " bytes, more bytes than fit in 64 bits";
+  }
+  for (size_t i = 0; i < t.shape.size(); ++i) {
+    const auto step = checked_mul(static_cast<uint64_t>(t.shape[i] - 1), static_cast<uint64_t>(t.stride[i]));
+    const auto next = step ? checked_add(last, *step) : std::nullopt;
+    if (!next) return "tensor view size overflows";
+    last = *next;
+  }
+  const uint32_t elem = element_size(t.dtype);
+  // quint4x2 / quint2x4 views count values, several to a storage byte.
+  const uint64_t capacity = elem == 0 ? 0 : s.nbytes / elem * packed_values(t.dtype);
+  if (last >= capacity) {
+    return "tensor view (offset " + std::to_string(t.storage_offset) + ", shape " + std::to_string(t.shape.size()) +
+           "-d) needs element " + std::to_string(last) + " but storage '" + s.key + "' has only " +
+           std::to_string(capacity) + " elements";
+  }
+  return std::nullopt;
+}
+
 void validate_tensor_views(const Checkpoint& checkpoint) {
   const auto& tensors = impl_of(checkpoint).tensors;
   const auto& storages = impl_of(checkpoint).storages;
@@ -250,48 +293,8 @@ void validate_tensor_views(const Checkpoint& checkpoint) {
     if (checked[pos.tensor]) continue;
     checked[pos.tensor] = true;
     const Tensor& t = tensors[pos.tensor];
-    const Storage& s = storages[static_cast<size_t>(t.storage)];
-    auto fail = [&](const std::string& what) {
-      throw Error(ErrorKind::kCorrupt, what).at("key '" + path_to_string(pos.path) + "'");
-    };
-    if (t.shape.size() != t.stride.size()) {
-      fail("tensor has " + std::to_string(t.shape.size()) + " sizes but " + std::to_string(t.stride.size()) + " strides");
-    }
-    if (t.storage_offset < 0) fail("tensor has a negative storage offset");
-    uint64_t last = static_cast<uint64_t>(t.storage_offset);
-    bool empty = false;
-    for (size_t i = 0; i < t.shape.size(); ++i) {
-      if (t.shape[i] < 0) fail("tensor has a negative size");
-      if (t.stride[i] < 0) fail("tensor has a negative stride");
-      if (t.shape[i] == 0) empty = true;
-    }
-    if (empty) continue;
-    // torch counts elements and bytes in int64 and refuses a shape whose
-    // count overflows ("numel: integer multiplication overflow"); a stride
-    // of 0 lets such a shape fit any storage, so check the counts themselves.
-    std::optional<uint64_t> numel = 1;
-    for (int64_t d : t.shape) numel = numel ? checked_mul(*numel, static_cast<uint64_t>(d)) : std::nullopt;
-    if (!numel || *numel > static_cast<uint64_t>(INT64_MAX)) {
-      fail("tensor of shape " + shape_text(t.shape) + " has more elements than fit in 64 bits (torch refuses it)");
-    }
-    const auto nbytes = checked_mul(*numel, element_size(t.dtype));
-    if (!nbytes || *nbytes > static_cast<uint64_t>(INT64_MAX)) {
-      fail("tensor of shape " + shape_text(t.shape) + " has " + std::to_string(*numel) + " elements of " +
-           std::to_string(element_size(t.dtype)) + " bytes, more bytes than fit in 64 bits");
-    }
-    for (size_t i = 0; i < t.shape.size(); ++i) {
-      const auto step = checked_mul(static_cast<uint64_t>(t.shape[i] - 1), static_cast<uint64_t>(t.stride[i]));
-      const auto next = step ? checked_add(last, *step) : std::nullopt;
-      if (!next) fail("tensor view size overflows");
-      last = *next;
-    }
-    const uint32_t elem = element_size(t.dtype);
-    // quint4x2 / quint2x4 views count values, several to a storage byte.
-    const uint64_t capacity = elem == 0 ? 0 : s.nbytes / elem * packed_values(t.dtype);
-    if (last >= capacity) {
-      fail("tensor view (offset " + std::to_string(t.storage_offset) + ", shape " + std::to_string(t.shape.size()) +
-           "-d) needs element " + std::to_string(last) + " but storage '" + s.key + "' has only " +
-           std::to_string(capacity) + " elements");
+    if (const auto problem = tensor_view_problem(t, storages[static_cast<size_t>(t.storage)])) {
+      throw Error(ErrorKind::kCorrupt, *problem).at("key '" + path_to_string(pos.path) + "'");
     }
   }
 }

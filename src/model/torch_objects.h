@@ -62,6 +62,11 @@ void note_state_dict_globals(CheckpointImpl& impl);
 /// Builds impl.tensors from the rebuild calls in the graph.
 void build_tensor_table(CheckpointImpl& impl);
 
+/// What is wrong with a tensor's view of its storage (sizes and strides that
+/// do not match, are negative or overflow, or reach past the storage), or
+/// nullopt when it fits.
+std::optional<std::string> tensor_view_problem(const Tensor& t, const Storage& s);
+
 /// Checks every tensor reachable from the root fits inside its storage;
 /// errors name the tensor's path.
 void validate_tensor_views(const Checkpoint& checkpoint);

@@ -16,6 +16,10 @@ namespace {
 constexpr uint64_t kDirectRead = 64 << 10;
 constexpr uint64_t kCacheStretch = 256 << 10;
 constexpr size_t kCacheSlots = 32;  // at most 8 MiB
+// A transposed chunk's band: rows enough for this many bytes (at least one
+// row), and all bands together at most kBandBudget.
+constexpr uint64_t kBandBytes = 16 << 20;
+constexpr uint64_t kBandBudget = 32 << 20;
 
 }  // namespace
 
@@ -25,6 +29,7 @@ GatherReader::GatherReader(std::shared_ptr<const GatherPlan> plan)
   total_bytes_ = total_elements_ * plan_->element_size;
   crc_.assign(plan_->chunks.size(), 0);
   crc_upto_.assign(plan_->chunks.size(), 0);
+  bands_.resize(plan_->chunks.size());
   run_done_ = run_.bytes = 0;
 }
 
@@ -37,9 +42,12 @@ size_t GatherReader::find_chunk() const {
   };
   const size_t n = plan_->chunks.size();
   // Chunks are in row-major order of their offsets. The likely one is the
-  // chunk after the last one (the next segment of a row) or, at the start of
-  // a row, the one that started the row before (the same band of rows);
-  // then every chunk, from there on.
+  // chunk of the last run, the chunk after it (the next segment of a row)
+  // or, at the start of a row, the one that started the row before (the
+  // same band of rows); then every chunk, from there on.
+  // The chunk of the last run holds the next element when runs are single
+  // elements.
+  if (hint_ < n && holds(plan_->chunks[hint_])) return hint_;
   const bool row_start = index_.empty() || index_.back() == 0;
   if (row_start && row_hint_ < n && holds(plan_->chunks[row_hint_])) return row_hint_;
   for (size_t k = 0; k < n; ++k) {
@@ -57,6 +65,16 @@ void GatherReader::next_run() {
   if (index_.empty() || index_.back() == 0) row_hint_ = c;
   const GatherChunk& chunk = plan_->chunks[c];
   const size_t n = index_.size();
+  if (transposed(chunk)) {
+    if (const std::byte* row = band_row(c)) {
+      const int64_t column = index_[n - 1] - chunk.offsets[n - 1];
+      const uint64_t count = static_cast<uint64_t>(chunk.sizes[n - 1] - column);
+      run_ = {c, 0, count * plan_->element_size, row + static_cast<uint64_t>(column) * plan_->element_size};
+      run_done_ = 0;
+      advance(count);
+      return;
+    }
+  }
   // The longest run from index_ that is contiguous in the output and in the
   // chunk's storage: along the innermost dimension to the chunk's edge, and
   // across outer dimensions while every inner one is spanned whole.
@@ -72,8 +90,11 @@ void GatherReader::next_run() {
   for (size_t k = 0; k < n; ++k) element += static_cast<uint64_t>(index_[k] - chunk.offsets[k]) * chunk.strides[k];
   run_ = {c, chunk.data_offset + element * plan_->element_size, count * plan_->element_size};
   run_done_ = 0;
-  // Advance the multi-index by `count` elements.
-  next_element_ += count;
+  advance(count);
+}
+
+void GatherReader::advance(uint64_t count) {
+  const size_t n = index_.size();
   uint64_t carry = count;
   for (size_t k = n; k-- > 0 && carry > 0;) {
     const uint64_t extent = static_cast<uint64_t>(plan_->shape[k]);
@@ -96,7 +117,67 @@ uint64_t GatherReader::read(std::span<std::byte> out) {
   return written;
 }
 
+bool GatherReader::transposed(const GatherChunk& chunk) const {
+  const size_t n = chunk.sizes.size();
+  return n >= 2 && chunk.sizes[n - 1] > 1 && chunk.sizes[n - 2] > 1 && chunk.strides[n - 1] != 1 &&
+         chunk.strides[n - 2] == 1;
+}
+
+// The bytes of the row index_ is in, within chunk c's band (loaded here when
+// index_ is outside it), or null when no band fits the budget (the caller
+// then reads element by element).
+const std::byte* GatherReader::band_row(size_t c) {
+  const GatherChunk& chunk = plan_->chunks[c];
+  const size_t n = index_.size();
+  const uint64_t element = plan_->element_size;
+  const uint64_t row_bytes = static_cast<uint64_t>(chunk.sizes[n - 1]) * element;
+  const int64_t row = index_[n - 2];
+  const std::vector<int64_t> outer(index_.begin(), index_.end() - 2);
+  Band& band = bands_[c];
+  if (!band.bytes.empty() && band.outer == outer && row >= band.first && row < band.first + band.rows) {
+    return band.bytes.data() + static_cast<uint64_t>(row - band.first) * row_bytes;
+  }
+  band_bytes_ -= band.bytes.size();
+  std::vector<std::byte>().swap(band.bytes);
+  if (row_bytes > kBandBudget - band_bytes_) {  // make room: other chunks' bands are loaded again when needed
+    for (Band& other : bands_) std::vector<std::byte>().swap(other.bytes);
+    band_bytes_ = 0;
+  }
+  const uint64_t rows_left = static_cast<uint64_t>(chunk.offsets[n - 2] + chunk.sizes[n - 2] - row);
+  const uint64_t rows = std::min({rows_left, std::max<uint64_t>(1, kBandBytes / row_bytes),
+                                  (kBandBudget - band_bytes_) / row_bytes});
+  if (rows == 0) return nullptr;
+  band.outer = outer;
+  band.first = row;
+  band.rows = static_cast<int64_t>(rows);
+  band.bytes.resize(rows * row_bytes);
+  band_bytes_ += band.bytes.size();
+  // Column j of the band is `rows` contiguous elements of the storage.
+  uint64_t base = static_cast<uint64_t>(chunk.storage_offset);
+  for (size_t k = 0; k + 2 < n; ++k) base += static_cast<uint64_t>(index_[k] - chunk.offsets[k]) * chunk.strides[k];
+  base += static_cast<uint64_t>(row - chunk.offsets[n - 2]);
+  column_.resize(rows * element);
+  try {
+    for (int64_t j = 0; j < chunk.sizes[n - 1]; ++j) {
+      const uint64_t first = base + static_cast<uint64_t>(j) * static_cast<uint64_t>(chunk.strides[n - 1]);
+      chunk.file->read(chunk.data_offset + first * element, column_, chunk.what);
+      for (uint64_t r = 0; r < rows; ++r) {
+        std::memcpy(band.bytes.data() + r * row_bytes + static_cast<uint64_t>(j) * element, column_.data() + r * element,
+                    element);
+      }
+    }
+  } catch (Error& e) {
+    throw e.within(plan_->what);
+  }
+  crc_upto_[c] = UINT64_MAX;  // read column by column: verify checks its record whole
+  return band.bytes.data();
+}
+
 void GatherReader::copy(const Run& run, uint64_t skip, std::span<std::byte> out) {
+  if (run.memory != nullptr) {
+    std::memcpy(out.data(), run.memory + skip, out.size());
+    return;
+  }
   const GatherChunk& chunk = plan_->chunks[run.chunk];
   const uint64_t at = run.file_offset + skip;
   try {

@@ -9,10 +9,16 @@
 // run that is contiguous both in the output and in the chunk's storage (a
 // whole chunk when it spans every inner dimension, one row segment when the
 // tensor was split along an inner one, one element for a chunk saved
-// transposed). An element no chunk holds is an error naming it: chunks that
+// transposed, read through a band buffer: see below). An element no chunk holds is an error naming it: chunks that
 // leave a gap are found here even where opening the checkpoint could not
 // afford to compare every pair of chunks. Chunks read front to back in full
 // (the usual case) are CRC-checked against their zip record as they go.
+//
+// A chunk saved as a transposed view (randn(m, n).t(): its last dimension
+// strided, the one before contiguous) gives one-element runs; reading them
+// one by one would read the chunk's storage once per row. Such a chunk is
+// read a band of rows at a time instead: for each of its columns one
+// contiguous read of the band's rows, transposed into a bounded buffer.
 #pragma once
 
 #include <cstdint>
@@ -64,6 +70,15 @@ class GatherReader {
     size_t chunk = 0;
     uint64_t file_offset = 0;
     uint64_t bytes = 0;
+    const std::byte* memory = nullptr;  // a band's bytes, instead of the file
+  };
+  // Rows [first, first + rows) of a transposed chunk at one index of its
+  // outer dimensions, all its columns, row-major.
+  struct Band {
+    std::vector<int64_t> outer;
+    int64_t first = 0;
+    int64_t rows = 0;
+    std::vector<std::byte> bytes;
   };
   struct Cached {  // recently read bytes of one chunk, for runs shorter than a read is worth
     size_t chunk = SIZE_MAX;
@@ -71,20 +86,25 @@ class GatherReader {
     std::vector<std::byte> bytes;
   };
   void next_run();
+  void advance(uint64_t count);  // moves index_ on by `count` elements
   size_t find_chunk() const;
   void copy(const Run& run, uint64_t skip, std::span<std::byte> out);
   void note_read(size_t chunk, uint64_t file_offset, std::span<const std::byte> bytes);
+  bool transposed(const GatherChunk& chunk) const;
+  const std::byte* band_row(size_t chunk);
 
   std::shared_ptr<const GatherPlan> plan_;
   uint64_t total_elements_ = 1;
   uint64_t total_bytes_ = 0;
   uint64_t position_ = 0;          // bytes produced
   std::vector<int64_t> index_;     // multi-index of the next element to find a run for
-  uint64_t next_element_ = 0;
   Run run_;
   uint64_t run_done_ = 0;
   size_t hint_ = 0;      // the chunk that held the last run
   size_t row_hint_ = 0;  // the chunk that held the start of the last row
+  std::vector<Band> bands_;  // per chunk
+  uint64_t band_bytes_ = 0;  // held by all bands
+  std::vector<std::byte> column_;
   std::vector<Cached> cache_;
   size_t cache_next_ = 0;
   // Per chunk: the CRC of its bytes read so far, and where the next

@@ -46,6 +46,7 @@ stderr starting 'ckptfix: error: ', no output file, input untouched):
     has zstandard, so torch itself cannot write one here).
 """
 import datetime
+import io
 import os
 import pickle
 import pickletools
@@ -483,6 +484,35 @@ class DcpTest(support.ScratchDirTest):
         for name, edit in cases.items():
             with self.subTest(case=name):
                 self.assert_refused(self.edited(src, name, edit), "model.shard0")
+
+    @unittest.skipIf(dcp is None, NO_DCP_TO_EDIT)
+    def test_items_sharing_bytes(self):
+        """Two items at the same bytes: torch never writes that, and it would let a
+        few bytes named by many keys make an output of any size."""
+        src = support.fixture("torch2.14/dcp/dcp_2rank")
+
+        def edit(md):
+            shared = storage_of(md, "model.replicated", 0)
+            plain = storage_of(md, "model.plain", 0)
+            plain.relative_path, plain.offset, plain.length = shared.relative_path, shared.offset, shared.length
+        self.assert_refused(self.edited(src, "shared", edit), "overlap", "model.plain")
+
+    @unittest.skipIf(dcp is None, NO_DCP_TO_EDIT)
+    def test_chunk_repeating_its_storage(self):
+        """A chunk saved as a view with stride 0 (torch.save keeps one element and the
+        stride): its elements are more than its bytes, which torch's DCP never saves."""
+        src = support.fixture("torch2.14/dcp/dcp_2rank")
+        buf = io.BytesIO()
+        torch.save(torch.ones(1).expand(3), buf)  # model.plain is float32 [3]
+        item = buf.getvalue()
+
+        def edit(md):
+            info = storage_of(md, "model.plain", 0)
+            info.offset, info.length = os.path.getsize(os.path.join(src, info.relative_path)), len(item)
+        ckpt = self.edited(src, "stride0", edit)
+        with open(os.path.join(ckpt, "__1_0.distcp"), "ab") as f:
+            f.write(item)
+        self.assert_refused(ckpt, "model.plain", "storage")
 
     @unittest.skipIf(dcp is None, NO_DCP_TO_EDIT)
     def test_relative_paths_outside_the_directory(self):

@@ -127,6 +127,16 @@ TEST(GatherReader, AssemblesEveryGrid) {
   }
 }
 
+TEST(GatherReader, ReadsLargeTransposedChunksInBands) {
+  // 2 chunks of 1250 x 2000 float32 (10 MB each), saved transposed, side by
+  // side (Shard(1)): rows alternate between them, and each needs more than
+  // one band (16 MiB for both, 32 MiB in all).
+  std::string bytes;
+  auto plan = grid_plan({2500, 4000}, {{}, {2000}}, true, 0, bytes);
+  attach(plan, std::move(bytes));
+  EXPECT_EQ(read_all(plan, 1 << 20), expected({2500, 4000}));
+}
+
 TEST(GatherReader, ChecksEachChunkCrcWhenReadInOrder) {
   std::string bytes;
   auto plan = grid_plan({4, 6}, {{}, {3}}, false, 0, bytes);  // Shard(1): rows interleave the two chunks
