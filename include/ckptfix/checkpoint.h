@@ -192,7 +192,7 @@ class TableView {
 struct ReadLimits {
   /// Bytes of the object pickle (data.pkl) after inflating; it is held in
   /// memory, except the payloads OpenOptions::leave_payloads_in_file leaves
-  /// in the file, which do not count.
+  /// in the file, which count only once they are read in.
   uint64_t max_pickle_bytes = uint64_t{1} << 30;
   /// Values, MARKs and memo entries the pickle reader holds at once (popped
   /// values are freed). 0: 2 per byte of the file, plus 2^20.
