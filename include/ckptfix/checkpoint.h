@@ -192,7 +192,7 @@ class TableView {
 struct ReadLimits {
   /// Bytes of the object pickle (data.pkl) after inflating; it is held in
   /// memory, except the payloads OpenOptions::leave_payloads_in_file leaves
-  /// in the file, which do not count.
+  /// in the file, which count only once they are read in.
   uint64_t max_pickle_bytes = uint64_t{1} << 30;
   /// Values, MARKs and memo entries the pickle reader holds at once (popped
   /// values are freed). 0: 2 per byte of the file, plus 2^20.
@@ -230,7 +230,10 @@ struct OpenOptions {
   /// straight from its bytes in the file and memory stays flat however
   /// large the array. apply_passes reads in every such payload still in the
   /// object graph (in the order they are needed, so memory then grows with
-  /// those), so everything after it sees the same values as without this.
+  /// those), so everything after it sees the same values as without this;
+  /// save, save_safetensors, diff_checkpoints and select_state_dict do the
+  /// same for a checkpoint that never went through apply_passes. Payloads
+  /// read in count against ReadLimits::max_pickle_bytes.
   bool leave_payloads_in_file = false;
 };
 

@@ -1,5 +1,6 @@
 #include "ckptfix/diff.h"
 #include "model/checkpoint_impl.h"
+#include "model/payloads.h"
 
 #include <algorithm>
 #include <cmath>
@@ -190,7 +191,11 @@ DiffReport compare(const Checkpoint& a, const Checkpoint& b, const DiffOptions& 
 
 DiffReport diff_checkpoints(const Checkpoint& a, const Checkpoint& b, const DiffOptions& options) {
   // Errors name their file where they know it; anything else names A.
-  return error_boundary(a.file_name(), [&] { return compare(a, b, options); }, false);
+  return error_boundary(a.file_name(), [&] {
+    read_in_left_payloads(a);  // values are compared by their `text`
+    read_in_left_payloads(b);
+    return compare(a, b, options);
+  }, false);
 }
 
 }  // namespace ckptfix

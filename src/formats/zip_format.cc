@@ -129,6 +129,8 @@ void read_zip_checkpoint(CheckpointImpl& impl) {
     impl.root = parsed.root;
     impl.protocol = parsed.protocol;
     impl.opcodes |= parsed.opcodes;
+    impl.pickle_bytes_held = parsed.held_bytes;
+    impl.payloads_in_file = parsed.held_bytes != parsed.length;
   } catch (Error& e) {
     e.within(pickle->name);
     throw;

@@ -86,6 +86,12 @@ struct CheckpointImpl {
   /// OpenOptions::leave_payloads_in_file: the reader leaves large str and
   /// bytes payloads of a stored data.pkl in the file (Value::in_file).
   bool leave_payloads_in_file = false;
+  /// With leave_payloads_in_file: bytes of the object pickle in memory, the
+  /// parsed opcodes plus every payload read in since (model/payloads.h), so
+  /// that together they stay within ReadLimits::max_pickle_bytes.
+  uint64_t pickle_bytes_held = 0;
+  /// Payloads may still be in the file, to be read in (model/payloads.h).
+  bool payloads_in_file = false;
   /// Bytes of storages the passes made (numpy arrays turned into tensors),
   /// which kMemory sources point into; a deque, so they never move.
   std::deque<std::string> owned_bytes;

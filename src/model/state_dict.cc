@@ -7,6 +7,7 @@
 #include "model/graph_walk.h"
 #include "model/checkpoint_impl.h"
 #include "model/dict_selection.h"
+#include "model/payloads.h"
 
 namespace ckptfix {
 
@@ -51,7 +52,10 @@ std::optional<std::vector<StateDictEntry>> root_state_dict_entries(const Checkpo
 }
 
 std::vector<StateDictEntry> select_state_dict(const Checkpoint& checkpoint, const std::string& key) {
-  return error_boundary(checkpoint.file_name(), [&] { return find_state_dict(impl_of(checkpoint), key); });
+  return error_boundary(checkpoint.file_name(), [&] {
+    read_in_left_payloads(checkpoint);  // keys are read from `text`
+    return find_state_dict(impl_of(checkpoint), key);
+  });
 }
 
 }  // namespace ckptfix

@@ -119,6 +119,13 @@ std::optional<StoragePid> parse_storage_pid(const Value& pid) {
   if (a[1]->kind != ValueKind::kGlobal) throw corrupt("storage persistent id: second field is not a storage class");
   out.class_module = a[1]->text;
   out.class_name = a[1]->name();
+  // With OpenOptions::leave_payloads_in_file a str of 1 MiB or more is not
+  // read (its text is empty): no torch key or location is that long (a zip
+  // record's name is at most 65535 bytes), so it is refused, not aliased.
+  if (a[2]->in_file() || a[3]->in_file()) {
+    throw corrupt(std::string("storage persistent id: ") + (a[2]->in_file() ? "key" : "location") + " of " +
+                  std::to_string((a[2]->in_file() ? a[2] : a[3])->in_file_length()) + " bytes");
+  }
   if (a[2]->is_str() || a[2]->kind == ValueKind::kPyStr) {
     out.key = a[2]->text;
   } else if (a[2]->kind == ValueKind::kInt) {

@@ -12,6 +12,8 @@
 #include <bit>
 #include <cstring>
 #include <optional>
+#include <unordered_map>
+#include <vector>
 
 #include "ckptfix/error.h"
 #include "dtype_kernels/convert.h"
@@ -299,10 +301,33 @@ const Value* array_payload(const Value& v) {
 }  // namespace
 
 std::unordered_set<const Value*> numpy_array_payloads(CheckpointImpl& impl) {
+  // How many references each value reachable from the root has. A payload
+  // left in the file reads as "" to every rule but the numpy one, so it may
+  // stay there only if nothing but its array reaches it: a hostile pickle
+  // could also memo-reference it (or the state or _codecs.encode call
+  // holding it) from, say, an enum member, whose rule copies its text.
+  std::unordered_map<const Value*, uint64_t> parents;
+  std::vector<const Value*> stack;
+  auto reach = [&](const Value* v) {
+    if (v != nullptr && parents[v]++ == 0) stack.push_back(v);
+  };
+  reach(impl.root);
+  while (!stack.empty()) {
+    const Value* v = stack.back();
+    stack.pop_back();
+    for_each_child(*v, reach);
+  }
+  auto only_its_array = [&](const Value* v) { return parents.at(v) == 1; };  // all reachable
   std::unordered_set<const Value*> out;
-  impl.graph.for_each([&](const Value& v) {
-    if (const Value* payload = array_payload(v)) out.insert(payload);
-  });
+  for (const auto& [v, count] : parents) {
+    const Value* payload = array_payload(*v);
+    if (payload == nullptr) continue;
+    const Value* state = v->states()[0];
+    const Value* raw = state->items[4];  // the payload, or _codecs.encode(payload, 'latin1')
+    if (!only_its_array(state) || !only_its_array(raw) || !only_its_array(payload)) continue;
+    if (raw != payload && !only_its_array(raw->args())) continue;
+    out.insert(payload);
+  }
   return out;
 }
 

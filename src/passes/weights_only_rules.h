@@ -36,7 +36,8 @@ bool repair_numpy_value(RepairContext& ctx, Value& v, const Path& path);
 /// The values holding the bytes of numpy arrays (the str of
 /// _codecs.encode(str, 'latin1'), or the bytes): their payloads may stay in
 /// the input file (model/payloads.h), since the numpy rule reads them from
-/// there.
+/// there. Only those nothing but their array reaches: any other rule would
+/// read such a payload's text as "".
 std::unordered_set<const Value*> numpy_array_payloads(CheckpointImpl& impl);
 
 /// A pickled torch.nn.Module (any class whose state has _parameters,

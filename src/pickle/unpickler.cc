@@ -84,11 +84,6 @@ class Machine {
     return v;
   }
 
-  /// A str or bytes value's text, also when it was left in the file.
-  std::string_view text_of(const Value* v) const {
-    if (!v->in_file()) return v->text;
-    return as_chars(in_.subspan(v->in_file_offset() - options_.file_offset, v->in_file_length()));
-  }
 
   // References. Every place that holds a value (the stack, the memo,
   // another value) counts as one; a value the pickle discards is freed when
@@ -308,7 +303,7 @@ UnpickleResult Machine::loop() {
         }
         for (auto& [index, v] : memo_) release(v);
         memo_.clear();
-        return {root, pos_, protocol_, opcodes_};
+        return {root, pos_, protocol_, opcodes_, pos_ - left_in_file_};
       }
 
       // Stack and memo manipulation
@@ -519,7 +514,17 @@ UnpickleResult Machine::loop() {
         Value* name = pop();
         Value* module = pop();
         if (!module->is_str() || !name->is_str()) fail("STACK_GLOBAL needs two str operands");
-        Value* g = global(std::string(text_of(module)), std::string(text_of(name)));
+        // An operand left in the file is at least leave_in_file_from bytes,
+        // far past any name limit: refused before it is copied.
+        for (const Value* part : {module, name}) {
+          if (part->in_file()) {
+            fail("global " + std::string(part == module ? "module" : "name") + " is " +
+                     std::to_string(part->in_file_length()) + " bytes long (limit max_name_bytes = " +
+                     std::to_string(options_.max_name_bytes) + ")",
+                 ErrorKind::kLimit);
+          }
+        }
+        Value* g = global(module->text, name->text);
         release(name);
         release(module);
         push(g);

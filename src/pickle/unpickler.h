@@ -40,6 +40,9 @@ struct UnpickleResult {
   uint64_t length = 0;  ///< bytes consumed, STOP included
   int protocol = 0;     ///< from PROTO, 0 or 1 when absent
   OpcodeSet opcodes;    ///< every opcode the pickle used
+  /// Bytes of the pickle held in memory: `length` less the payloads left
+  /// in the file (UnpickleOptions::leave_in_file_from).
+  uint64_t held_bytes = 0;
 };
 
 struct UnpickleOptions {

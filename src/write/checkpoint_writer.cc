@@ -12,6 +12,7 @@
 #include "io/bytes.h"
 #include "io/mapped_window.h"
 #include "model/checkpoint_impl.h"
+#include "model/payloads.h"
 #include "pickle/pickler.h"
 #include "bytes/byte_checker.h"
 #include "verify/verify_written.h"
@@ -24,6 +25,7 @@
 namespace ckptfix {
 
 PickledObject pickle_checkpoint(const Checkpoint& checkpoint, bool libtorch_pickle) {
+  read_in_left_payloads(checkpoint);  // the pickler writes `text`
   PickledObject out;
   const auto& storages = impl_of(checkpoint).storages;
   std::vector<int64_t> output_key(storages.size(), -1);

@@ -26,6 +26,7 @@
 #include "json/json.h"
 #include "model/checkpoint_impl.h"
 #include "model/dict_selection.h"
+#include "model/payloads.h"
 #include "safetensors/header.h"
 
 namespace ckptfix {
@@ -597,7 +598,10 @@ SafetensorsResult write_verified(const Checkpoint& checkpoint, const std::filesy
 
 SafetensorsResult save_safetensors(const Checkpoint& checkpoint, const std::filesystem::path& path,
                                    const SafetensorsOptions& options) {
-  return error_boundary(path.string(), [&] { return write_verified(checkpoint, path, options); });
+  return error_boundary(path.string(), [&] {
+    read_in_left_payloads(checkpoint);  // keys and metadata are read from `text`
+    return write_verified(checkpoint, path, options);
+  });
 }
 
 }  // namespace ckptfix

@@ -500,6 +500,24 @@ class LargePayloadsTest(unittest.TestCase):
                 self.assertEqual(loaded["blob"], trusted["blob"])
                 self.assertEqual(loaded["text"], trusted["text"])
                 self.assertTrue(torch.equal(loaded["array"], torch.from_numpy(trusted["array"])))
+    def test_large_values_read_in_count_against_max_pickle_bytes(self):
+        """weights-only leaves numpy arrays' bytes in the file, but a plain
+        bytes value it reads in counts against --limit max_pickle_bytes."""
+        rng = np.random.default_rng(4)
+        blob = os.path.join(self.tmp, "blob.pt")
+        torch.save({"blob": rng.bytes(4 << 20)}, blob, pickle_protocol=4)
+        proc = support.run("weights-only", blob, "-o", os.path.join(self.tmp, "blob.out.pt"),
+                           "--limit", "max_pickle_bytes=3M", check=1)
+        self.assertIn("(limit max_pickle_bytes = 3145728)", proc.stderr)
+        self.assertFalse(os.path.exists(os.path.join(self.tmp, "blob.out.pt")))
+        # A numpy array of the same size streams from the file: within the limit.
+        array = os.path.join(self.tmp, "array.pt")
+        values = rng.standard_normal(1 << 20).astype(np.float32)
+        torch.save({"array": values}, array, pickle_protocol=4)
+        out = os.path.join(self.tmp, "array.out.pt")
+        support.run("weights-only", array, "-o", out, "--limit", "max_pickle_bytes=3M", check=0)
+        self.assertTrue(torch.equal(load_output(out)["array"], torch.from_numpy(values)))
+
 
 if __name__ == "__main__":
     if not WEIGHTS_ONLY_DEFAULT:
