@@ -218,10 +218,13 @@ bool become_scalar(RepairContext& ctx, Value& v, const NumpyType& t, const std::
 bool become_tensor(RepairContext& ctx, Value& v, const NumpyType& t, const std::vector<int64_t>& shape, bool fortran,
                    NumpyBytes raw) {
   uint64_t numel = 1;
+  uint64_t span = 1;  // the product of the sizes, a 0 counted as 1: the largest stride, which must fit int64
   for (int64_t d : shape) {
     const std::optional<uint64_t> product = d < 0 ? std::nullopt : checked_mul(numel, static_cast<uint64_t>(d));
-    if (!product) return false;  // a shape no bytes can fill
+    const std::optional<uint64_t> extent = d < 0 ? std::nullopt : checked_mul(span, static_cast<uint64_t>(std::max<int64_t>(d, 1)));
+    if (!product || !extent || *extent > static_cast<uint64_t>(INT64_MAX)) return false;  // a shape no bytes can fill
     numel = *product;
+    span = *extent;
   }
   const std::optional<uint64_t> size = checked_mul(numel, t.size);
   if (!size) return false;
