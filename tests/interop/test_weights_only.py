@@ -342,6 +342,12 @@ print(json.dumps([os.waitstatus_to_exitcode(status), stderr, usage.ru_maxrss]))
 """
 
 
+def sanitized_binary():
+    """Whether the ckptfix under test is built with AddressSanitizer."""
+    with open(support.CKPTFIX, "rb") as f:
+        return b"__asan_init" in f.read()
+
+
 def peak_rss_mib(*args):
     """(exit code, stderr, peak RSS in MiB) of one ckptfix run."""
     out = subprocess.run([sys.executable, "-c", MEASURE, support.CKPTFIX, *args], capture_output=True, text=True,
@@ -419,7 +425,10 @@ class LargeNumpyTest(unittest.TestCase):
                 out = os.path.join(self.tmp, f"big-out-p{protocol}.pt")
                 code, stderr, peak = peak_rss_mib("weights-only", src, "-o", out)
                 self.assertEqual(code, 0, stderr)
-                self.assertLess(peak, 48, f"peak RSS {peak:.0f} MiB for a 64 MiB numpy array")
+                # Under AddressSanitizer (CI's second build) RSS holds its shadow
+                # memory and the quarantine of freed blocks: the release build judges.
+                if not sanitized_binary():
+                    self.assertLess(peak, 48, f"peak RSS {peak:.0f} MiB for a 64 MiB numpy array")
                 self.assertTrue(torch.equal(load_output(out)["array"], torch.from_numpy(array)))
 
     def damaged(self, edit):
