@@ -25,16 +25,6 @@
 namespace ckptfix {
 namespace {
 
-std::vector<int64_t> contiguous_strides(const std::vector<int64_t>& shape) {
-  std::vector<int64_t> stride(shape.size());
-  int64_t step = 1;
-  for (size_t k = shape.size(); k-- > 0;) {
-    stride[k] = step;
-    step *= std::max<int64_t>(shape[k], 1);
-  }
-  return stride;
-}
-
 // The .distcp files, opened once each as items name them; each is an input
 // of the checkpoint (Storage::input).
 class DistcpFiles {

@@ -8,6 +8,7 @@
 #include <utility>
 
 #include "ckptfix/error.h"
+#include "io/file_names.h"
 #include "pickle/unpickler.h"
 
 namespace ckptfix {
@@ -123,10 +124,8 @@ DcpLocation location_of(const Value* info, const std::string& where) {
   loc.length = static_cast<uint64_t>(length);
   // Items are files in the checkpoint's directory, never paths: .metadata
   // must not make ckptfix open files elsewhere.
-  const std::string& f = loc.file;
-  if (f.empty() || f == "." || f == ".." || f.find('/') != std::string::npos || f.find('\\') != std::string::npos ||
-      f.find('\0') != std::string::npos) {
-    throw Error(ErrorKind::kUnsafe, "an item is stored in '" + f +
+  if (!is_plain_file_name(loc.file)) {
+    throw Error(ErrorKind::kUnsafe, "an item is stored in '" + loc.file +
                                         "', which is not a file name in the checkpoint's directory")
         .at(where);
   }

@@ -42,14 +42,9 @@ void read_safetensors_checkpoint(CheckpointImpl& impl) {
     const SafetensorsEntry& e = header.entries[i];
     std::vector<int64_t> shape = e.shape;
     if (!shape.empty()) shape.back() /= safetensors_values_per_element(e.dtype);
-    std::vector<int64_t> stride(shape.size());
-    int64_t step = 1;
-    for (size_t k = shape.size(); k-- > 0;) {
-      stride[k] = step;
-      step *= std::max<int64_t>(shape[k], 1);
-    }
     Value* call = g.make(ValueKind::kObject);
-    make_rebuild_call(g, *call, impl.storages, static_cast<int32_t>(i), 0, shape, stride, false, root->callable());
+    make_rebuild_call(g, *call, impl.storages, static_cast<int32_t>(i), 0, shape, contiguous_strides(shape), false,
+                      root->callable());
     root->entries().emplace_back(g.make_str(e.name), call);
   }
   impl.root = root;

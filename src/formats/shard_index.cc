@@ -21,6 +21,7 @@
 #include "formats/registry.h"
 #include "formats/shard_index.h"
 #include "io/bytes.h"
+#include "io/file_names.h"
 #include "json/json.h"
 #include "model/dict_selection.h"
 #include "model/torch_objects.h"
@@ -35,8 +36,7 @@ Error index_error(const std::string& message) { return std::move(Error(ErrorKind
 // A shard is a file beside the index, never a path: an index must not make
 // ckptfix open files elsewhere.
 void check_shard_name(const std::string& tensor, const std::string& shard) {
-  if (shard.empty() || shard == "." || shard == ".." || shard.find('/') != std::string::npos ||
-      shard.find('\\') != std::string::npos || shard.find('\0') != std::string::npos) {
+  if (!is_plain_file_name(shard)) {
     throw Error(ErrorKind::kUnsafe, "the index places tensor '" + tensor + "' in '" + shard +
                                         "', which is not a file name beside the index (shards are never opened by path)")
         .at("shard index");

@@ -306,6 +306,16 @@ void validate_tensor_views(const Checkpoint& checkpoint) {
   }
 }
 
+std::vector<int64_t> contiguous_strides(const std::vector<int64_t>& shape) {
+  std::vector<int64_t> stride(shape.size());
+  int64_t step = 1;
+  for (size_t k = shape.size(); k-- > 0;) {
+    stride[k] = step;
+    step *= std::max<int64_t>(shape[k], 1);
+  }
+  return stride;
+}
+
 Value* begin_built_state_dict(CheckpointImpl& impl) {
   impl.archive_root = "archive";
   impl.style = ArchiveStyle::newest();

@@ -48,6 +48,10 @@ void make_rebuild_call(ValueGraph& graph, Value& call, const std::vector<Storage
                        int64_t offset, const std::vector<int64_t>& shape, const std::vector<int64_t>& stride,
                        bool requires_grad, Value* ordered_dict = nullptr);
 
+/// The strides of a contiguous (row-major) tensor of `shape`, as torch
+/// gives them (a size of 0 steps like 1).
+std::vector<int64_t> contiguous_strides(const std::vector<int64_t>& shape);
+
 /// Starts a checkpoint no pickle describes (built in memory, read from a
 /// safetensors file or a shard set): laid out, when written as a torch zip,
 /// as the newest torch saves (root folder "archive", its records, protocol
