@@ -7,7 +7,7 @@
 #
 # SECONDS: per target (default 60; CI uses the default, `scripts/fuzz.sh 1800`
 # is a 30-minute local run). TARGET: checkpoint unpickle pickle_roundtrip zip
-# legacy safetensors shard_index dcp_metadata (default: all, one after the other). Environment: CKPTFIX_FUZZ_DIR
+# legacy safetensors shard_index dcp_metadata file_graph (default: all, one after the other). Environment: CKPTFIX_FUZZ_DIR
 # (default build-fuzz), CKPTFIX_FUZZ_JOBS (parallel fuzzing processes per
 # target, default 1), CKPTFIX_FUZZ_MINIMIZE (at most this many findings per
 # target are minimized, default 10). Fuzzing goes on after a finding (fork
@@ -23,7 +23,7 @@ set -eu
 cd "$(dirname "$0")/.."
 SECONDS_PER_TARGET="${1:-60}"
 [ $# -gt 0 ] && shift
-TARGETS="${*:-checkpoint unpickle pickle_roundtrip zip legacy safetensors shard_index dcp_metadata}"
+TARGETS="${*:-checkpoint unpickle pickle_roundtrip zip legacy safetensors shard_index dcp_metadata file_graph}"
 BUILD="${CKPTFIX_FUZZ_DIR:-build-fuzz}"
 JOBS="${CKPTFIX_FUZZ_JOBS:-1}"
 case "$SECONDS_PER_TARGET" in
@@ -45,6 +45,7 @@ mkdir -p "$OUT/logs"
 rm -rf "$OUT/seeds"
 python3 scripts/fuzz_seeds.py fixtures "$OUT/seeds" || exit 2
 cat fuzz/pickle.dict fuzz/zip.dict >"$OUT/file.dict"
+cat fuzz/pickle.dict fuzz/zip.dict fuzz/safetensors.dict fuzz/graph.dict >"$OUT/graph.dict"
 : >"$OUT/summary.txt"
 
 # signature TARGET INPUT: what went wrong, and the innermost ckptfix frame.
@@ -62,6 +63,7 @@ for t in $TARGETS; do
     legacy) dict="fuzz/pickle.dict"; max_len=65536 ;;
     safetensors|shard_index) dict="fuzz/safetensors.dict"; max_len=16384 ;;
     unpickle|pickle_roundtrip|dcp_metadata) dict="fuzz/pickle.dict"; max_len=16384 ;;
+    file_graph) dict="$OUT/graph.dict"; max_len=131072 ;;
     *) echo "fuzz.sh: unknown target '$t'" >&2; exit 2 ;;
   esac
   corpus="$OUT/corpus/$t"

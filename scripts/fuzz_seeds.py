@@ -4,7 +4,7 @@
     python3 scripts/fuzz_seeds.py FIXTURES_DIR OUT_DIR
 
 Writes OUT_DIR/<target>/<name> for the targets checkpoint, zip, legacy,
-unpickle, pickle_roundtrip, safetensors, shard_index and dcp_metadata: whole fixture files for the file
+unpickle, pickle_roundtrip, safetensors, shard_index, dcp_metadata and file_graph: whole fixture files for the file
 readers, small safetensors files built here (every dtype, metadata, escapes), and
 for the pickle targets each fixture's data.pkl, the five pickles of each
 legacy fixture, and small pickles of plain Python values at protocols 0-5.
@@ -88,6 +88,57 @@ def shard_index_seeds():
     yield "no-map.json", json.dumps({"metadata": {}})
 
 
+def graph_entry(kind, name, content):
+    """One entry of a file_graph input (fuzz/targets/targets.h): kind 0 file,
+    1 symbolic link, 2 hard link, 3 FIFO, 4 directory."""
+    name = name.encode() if isinstance(name, str) else name
+    content = content.encode() if isinstance(content, str) else content
+    return bytes([kind, len(name)]) + name + struct.pack("<I", len(content)) + content
+
+
+def graph_seeds(fixtures):
+    """Directories for file_graph: every distributed checkpoint of fixtures/,
+    shard sets built here, and the sets that name files badly (an index
+    naming itself or another index, links, a FIFO, a directory)."""
+    for root, _, files in sorted(os.walk(fixtures)):
+        if ".metadata" not in files:
+            continue
+        entries = []
+        for f in sorted(files):
+            with open(os.path.join(root, f), "rb") as fh:
+                entries.append(graph_entry(0, f, fh.read()))
+        data = b"".join(entries)
+        if len(data) <= 128 * 1024:
+            yield os.path.relpath(root, fixtures).replace(os.sep, "-"), data
+            # The same set with its data file replaced by a link to .metadata, and by a FIFO.
+            first = next(f for f in sorted(files) if f.endswith(".distcp"))
+            rest = [e for f, e in zip(sorted(files), entries) if f != first]
+            yield os.path.relpath(root, fixtures).replace(os.sep, "-") + "-link", \
+                b"".join(rest) + graph_entry(1, first, ".metadata")
+            yield os.path.relpath(root, fixtures).replace(os.sep, "-") + "-fifo", b"".join(rest) + graph_entry(3, first, "")
+    shards = dict(safetensors_seeds())
+    one, two = shards["metadata"], shards["scalar-and-empty"]
+    index = {"metadata": {}, "weight_map": {"w": "a.safetensors", "s": "b.safetensors", "e": "b.safetensors",
+                                            "names\u00e9\"": "b.safetensors"}}
+    good = graph_entry(0, "a.safetensors", one) + graph_entry(0, "b.safetensors", two)
+    yield "shard-set", graph_entry(0, "model.safetensors.index.json", json.dumps(index)) + good
+    yield "shard-set-hardlink", (graph_entry(0, "model.safetensors.index.json", json.dumps(index)) + good +
+                                 graph_entry(2, "c.safetensors", "a.safetensors"))
+    with open(os.path.join(fixtures, "plain_state_dict.pt"), "rb") as f:
+        plain = f.read()
+    yield "bin-set", (graph_entry(0, "pytorch_model.bin.index.json", json.dumps({"weight_map": {"w": "pytorch_model.bin"}}))
+                      + graph_entry(0, "pytorch_model.bin", plain))
+    names_itself = json.dumps({"weight_map": {"w": "i.json"}})
+    yield "index-names-itself", graph_entry(0, "i.json", names_itself)
+    yield "index-pair", (graph_entry(0, "a.json", json.dumps({"weight_map": {"w": "b.json"}})) +
+                         graph_entry(0, "b.json", json.dumps({"weight_map": {"w": "a.json"}})))
+    yield "bin-is-index", (graph_entry(0, "i.json", json.dumps({"weight_map": {"w": "m.bin"}})) +
+                           graph_entry(0, "m.bin", json.dumps({"weight_map": {"w": "m.bin"}})))
+    yield "shard-links-to-index", graph_entry(0, "i.json", json.dumps({"weight_map": {"w": "s.bin"}})) + graph_entry(1, "s.bin", "i.json")
+    yield "shard-fifo", graph_entry(0, "i.json", json.dumps({"weight_map": {"w": "s.bin"}})) + graph_entry(3, "s.bin", "")
+    yield "shard-directory", graph_entry(0, "i.json", json.dumps({"weight_map": {"w": "s.bin"}})) + graph_entry(4, "s.bin", "")
+
+
 def main():
     if len(sys.argv) != 3:
         sys.exit(__doc__)
@@ -137,6 +188,9 @@ def main():
     for name, text in shard_index_seeds():
         write(out, "shard_index", name, text.encode())
         count["shard_index"] += 1
+    for name, data in graph_seeds(fixtures):
+        write(out, "file_graph", name, data)
+        count["file_graph"] += 1
     for name, data in safetensors_seeds():
         for target in ("safetensors", "checkpoint"):
             write(out, target, f"{name}.safetensors", data)

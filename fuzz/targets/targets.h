@@ -28,5 +28,12 @@ void safetensors(const uint8_t* data, size_t size);
 void shard_index(const uint8_t* data, size_t size);
 /// The .metadata parser of distributed checkpoints (restricted unpickle, structure, chunk bounds).
 void dcp_metadata(const uint8_t* data, size_t size);
+/// A directory of files that name each other (shard indexes and shards, a
+/// .metadata and its .distcp files, links, FIFOs), opened with every reader.
+/// The input is up to 8 entries, each: a kind byte (mod 5: 0 file, 1
+/// symbolic link, 2 hard link, 3 FIFO, 4 directory), a name length byte and
+/// the name (sanitised to [A-Za-z0-9._-]), a 32-bit little-endian length and
+/// the content (a file's bytes, or the name a link points to).
+void file_graph(const uint8_t* data, size_t size);
 
 }  // namespace ckptfix::fuzz

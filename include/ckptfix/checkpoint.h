@@ -201,9 +201,11 @@ struct ReadLimits {
   uint64_t max_depth = 1000;
   /// Bytes of a global's module and of its name.
   uint64_t max_name_bytes = 1024;
-  /// Work of one walk over the object graph, which visits a value shared by
-  /// several paths once per path: a step per visit plus one per 32 bytes of
-  /// its path. 0: 64 per value of the graph, plus 2^24.
+  /// Work, and memory, of one walk over the object graph, which visits a
+  /// value shared by several paths once per path: a visit costs a step, plus
+  /// one per element of its path and per 16 bytes of the path's text, plus
+  /// one per child of the value and per 16 bytes of its keys (what a visitor
+  /// may keep of it). 0: 16 per value of the graph, plus 2^21.
   uint64_t max_walk_steps = 0;
   /// The deflated records of an archive may inflate, together, to this many
   /// times the file's size (0: no limit) ...

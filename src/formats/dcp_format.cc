@@ -8,8 +8,6 @@
 // (zip/gather_reader.h), so nothing is held in memory; each other value as
 // its own pickle describes it, read by ckptfix's unpickler under the usual
 // global policy (torch itself unpickles it with weights_only=False).
-#include <sys/stat.h>
-
 #include <algorithm>
 #include <cstring>
 #include <map>
@@ -18,6 +16,7 @@
 
 #include "ckptfix/error.h"
 #include "formats/dcp_metadata.h"
+#include "formats/named_files.h"
 #include "formats/registry.h"
 #include "io/bytes.h"
 #include "model/torch_objects.h"
@@ -25,25 +24,18 @@
 namespace ckptfix {
 namespace {
 
-// The .distcp files, opened once each as items name them; each is an input
-// of the checkpoint (Storage::input).
+// The .distcp files, opened once each as items name them (through
+// NamedFiles: plain names, regular files, neither .metadata itself nor one
+// file under two names, so that the overlap check of .metadata, made by
+// name, sees every item of a file); each is an input of the checkpoint
+// (Storage::input).
 class DistcpFiles {
  public:
-  explicit DistcpFiles(CheckpointImpl& impl) : impl_(impl), dir_(impl.file->path().parent_path()) {}
+  explicit DistcpFiles(CheckpointImpl& impl) : impl_(impl), named_(impl.file, "data file") {}
 
-  uint32_t input(const std::string& name) {
+  uint32_t input(const std::string& name, const std::string& entry) {
     if (const auto it = inputs_.find(name); it != inputs_.end()) return it->second;
-    const std::filesystem::path path = dir_ / name;
-    // A FIFO or device would block or never end; only regular files are items' homes.
-    struct stat st {};
-    if (::stat(path.c_str(), &st) == 0 && !S_ISREG(st.st_mode)) {
-      throw Error(ErrorKind::kCorrupt, "not a regular file, but .metadata stores items in it").in_file(path.string());
-    }
-    try {
-      impl_.shards.push_back(InputFile::open(path));
-    } catch (Error& e) {
-      throw e.note("a data file named by .metadata");
-    }
+    impl_.shards.push_back(named_.open(name, entry));
     const auto index = static_cast<uint32_t>(impl_.shards.size());
     inputs_[name] = index;
     return index;
@@ -52,7 +44,7 @@ class DistcpFiles {
 
  private:
   CheckpointImpl& impl_;
-  std::filesystem::path dir_;
+  NamedFiles named_;
   std::map<std::string, uint32_t> inputs_;
 };
 
@@ -65,7 +57,7 @@ struct Item {
 
 Item read_item(CheckpointImpl& impl, DistcpFiles& files, const DcpLocation& at, const std::string& what) {
   Item item;
-  item.input = files.input(at.file);
+  item.input = files.input(at.file, what);
   const std::shared_ptr<const InputFile>& whole = files.file(item.input);
   const std::string where = what + " (" + std::to_string(at.length) + " bytes at offset " + std::to_string(at.offset) + ")";
   try {

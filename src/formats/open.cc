@@ -16,17 +16,21 @@ namespace {
 // what ckptfix opens (and may be named directly).
 const char kDcpMetadata[] = ".metadata";
 
-Checkpoint open_input(std::shared_ptr<const InputFile> file, const OpenOptions& options, bool dcp = false) {
+// How open_input reads its file.
+enum class Reading { kAnyFormat, kDcpMetadata, kNamedFile };
+
+Checkpoint open_input(std::shared_ptr<const InputFile> file, const OpenOptions& options, Reading reading,
+                      std::string_view named_as = {}) {
   auto impl = std::make_unique<CheckpointImpl>();
   impl->file = std::move(file);
   impl->limits = options.limits;
   impl->leave_payloads_in_file = options.leave_payloads_in_file;
   const std::string name = impl->file->name();  // a copy: impl goes into the Checkpoint, which may not survive
   return error_boundary(name, [&] {
-    if (dcp) {
-      read_dcp_checkpoint(*impl);
-    } else {
-      read_any_checkpoint(*impl);
+    switch (reading) {
+      case Reading::kAnyFormat: read_any_checkpoint(*impl); break;
+      case Reading::kDcpMetadata: read_dcp_checkpoint(*impl); break;
+      case Reading::kNamedFile: read_named_checkpoint(*impl, named_as); break;
     }
     Checkpoint checkpoint = CheckpointAccess::adopt(std::move(impl));
     validate_tensor_views(checkpoint);
@@ -45,14 +49,19 @@ Checkpoint Checkpoint::open(const std::filesystem::path& path, const OpenOptions
                   "is a directory without a .metadata file, so not a torch.distributed.checkpoint directory")
           .in_file(path.string());
     }
-    return open_input(error_boundary(metadata.string(), [&] { return InputFile::open(metadata); }), options, true);
+    return open_input(error_boundary(metadata.string(), [&] { return InputFile::open(metadata); }), options,
+                      Reading::kDcpMetadata);
   }
-  const bool dcp = path.filename() == kDcpMetadata;
-  return open_input(error_boundary(path.string(), [&] { return InputFile::open(path); }), options, dcp);
+  const Reading reading = path.filename() == kDcpMetadata ? Reading::kDcpMetadata : Reading::kAnyFormat;
+  return open_input(error_boundary(path.string(), [&] { return InputFile::open(path); }), options, reading);
 }
 
 Checkpoint Checkpoint::from_bytes(std::string bytes, std::string name, const OpenOptions& options) {
-  return open_input(InputFile::from_memory(std::move(bytes), std::move(name)), options);
+  return open_input(InputFile::from_memory(std::move(bytes), std::move(name)), options, Reading::kAnyFormat);
+}
+
+Checkpoint open_named_file(std::shared_ptr<const InputFile> file, std::string_view kind, const OpenOptions& options) {
+  return open_input(std::move(file), options, Reading::kNamedFile, kind);
 }
 
 }  // namespace ckptfix

@@ -32,22 +32,25 @@ constexpr FormatReader kReaders[] = {
     // Before legacy: a safetensors header length may start with 0x80, as a pickle does.
     {"safetensors", &is_safetensors, &read_safetensors_checkpoint},
     {"legacy", &is_pickle, &read_legacy_checkpoint},
-    {"shard index", &is_shard_index, &read_shard_index},
+    {"shard index", &is_shard_index, &read_shard_index, true},
 };
 
-}  // namespace
-
-std::span<const FormatReader> format_readers() { return kReaders; }
-
-void read_any_checkpoint(CheckpointImpl& impl) {
+// Reads any format; a file named by another (`named_as`: "shard") may not be
+// one that names files itself.
+void read_checkpoint(CheckpointImpl& impl, std::string_view named_as) {
   const auto bytes = impl.file->bytes();
   if (bytes.empty()) throw Error(ErrorKind::kNotCheckpoint, "file is empty");
   if (bytes.size() < 4 && as_chars(bytes) == std::string_view("PK\x03\x04", 4).substr(0, bytes.size())) {
     throw Error(ErrorKind::kCorrupt, "file is " + std::to_string(bytes.size()) +
                                          " bytes, the start of a zip archive; the file is truncated");
   }
-  for (const FormatReader& format : format_readers()) {
+  for (const FormatReader& format : kReaders) {
     if (format.recognizes(bytes)) {
+      if (format.names_files && !named_as.empty()) {
+        throw Error(ErrorKind::kCorrupt, "a " + std::string(named_as) + " must be a file of tensors (torch.save or "
+                                         "safetensors), but this is a " + std::string(format.name) +
+                                         ", which names files of its own");
+      }
       format.read(impl);
       return;
     }
@@ -69,5 +72,13 @@ void read_any_checkpoint(CheckpointImpl& impl) {
   throw Error(ErrorKind::kNotCheckpoint, "not a PyTorch checkpoint: it starts with bytes " + hex_head(bytes) +
                                              ", neither a zip archive (torch >= 1.6), a pickle (torch < 1.6) nor a safetensors file");
 }
+
+}  // namespace
+
+std::span<const FormatReader> format_readers() { return kReaders; }
+
+void read_any_checkpoint(CheckpointImpl& impl) { read_checkpoint(impl, {}); }
+
+void read_named_checkpoint(CheckpointImpl& impl, std::string_view kind) { read_checkpoint(impl, kind); }
 
 }  // namespace ckptfix

@@ -25,6 +25,10 @@ struct FormatReader {
   /// Reads the whole file into `impl` (whose `file` and `limits` are set),
   /// or throws Error naming what is wrong.
   void (*read)(CheckpointImpl& impl);
+  /// Whether the format keeps its tensors in other files that it names (a
+  /// shard index): such a file is never read as a file named by another
+  /// (formats/named_files.h), so the graph of named files has depth one.
+  bool names_files = false;
 };
 
 /// Every format, in the order open() tries them.
@@ -54,5 +58,15 @@ void read_dcp_checkpoint(CheckpointImpl& impl);
 /// Finds the file's format in the registry and reads it; refuses TorchScript
 /// archives, the tar format and files that are not checkpoints with a hint.
 void read_any_checkpoint(CheckpointImpl& impl);
+
+/// read_any_checkpoint for a file named by another (formats/named_files.h):
+/// a format that names files of its own is refused as a `kind` ("shard").
+void read_named_checkpoint(CheckpointImpl& impl, std::string_view kind);
+
+/// A file named by another (a shard of a set), opened as the checkpoint it
+/// is (its format decided by its content, tensor views validated), in the
+/// formats that keep all their bytes in that one file: a format that names
+/// files (an index) is refused as `kind` ("shard"), naming what it is.
+Checkpoint open_named_file(std::shared_ptr<const InputFile> file, std::string_view kind, const OpenOptions& options);
 
 }  // namespace ckptfix

@@ -10,7 +10,10 @@
 // consistent, since a loader given a damaged set silently loads zeros or
 // stale tensors: every shard exists and opens, every tensor is in the shard
 // the index names and in no other, none is missing from the index, and
-// total_size (when given) is the bytes the shards hold.
+// total_size (when given) is the bytes the shards hold. Shards are opened
+// through NamedFiles (formats/named_files.h): each once, a regular file, not
+// the index itself nor another shard under a second name, and a file of
+// tensors by its content (an index naming an index is refused).
 #include <algorithm>
 #include <cstring>
 #include <map>
@@ -18,6 +21,7 @@
 
 #include "ckptfix/error.h"
 #include "ckptfix/state_dict.h"
+#include "formats/named_files.h"
 #include "formats/registry.h"
 #include "formats/shard_index.h"
 #include "io/bytes.h"
@@ -108,24 +112,24 @@ void read_shard_index(CheckpointImpl& impl) {
   const std::filesystem::path dir = impl.file->path().parent_path();
   OpenOptions options;
   options.limits = impl.limits;
+  // Every shard is resolved (and the links, FIFOs and self-references of
+  // the set refused) before any is read.
+  NamedFiles files(impl.file, "shard");
+  std::map<std::string, const std::string*> first_tensor_in;  // a shard -> the first tensor placed in it, for errors
+  for (const auto& [tensor, shard] : shard_of) first_tensor_in.emplace(shard, &tensor);
+  const auto entry_of = [&](const std::string& name) { return "tensor '" + *first_tensor_in.at(name) + "'"; };
+  for (const std::string& name : shard_names) files.open(name, entry_of(name));
   for (const std::string& name : shard_names) {
     const std::filesystem::path path = dir / name;
+    const std::string entry = entry_of(name);
     Checkpoint shard = [&] {
       try {
-        return Checkpoint::open(path, options);
+        return open_named_file(files.open(name, entry), "shard", options);
       } catch (Error& e) {
-        throw e.note("a shard named by the index");
+        throw e.at(entry).note("a shard named by the index '" + impl.file->name() + "'");
       }
     }();
     const CheckpointImpl& s = impl_of(shard);
-    // A shard is one file of tensors; a shard set or a distributed
-    // checkpoint named as a shard would keep its bytes in files of its own.
-    if (s.format != CheckpointFormat::kZip && s.format != CheckpointFormat::kLegacy &&
-        s.format != CheckpointFormat::kSafetensors) {
-      throw Error(ErrorKind::kCorrupt, "a shard must be a torch.save or safetensors file, not a " +
-                                           std::string(format_name(s.format)))
-          .in_file(path.string());
-    }
     const auto root_entries = root_state_dict_entries(shard);
     if (!root_entries) throw Error(ErrorKind::kCorrupt, "the shard is not a state dict").in_file(path.string());
     const std::vector<StateDictEntry>& entries = *root_entries;

@@ -20,7 +20,10 @@ std::shared_ptr<const InputFile> InputFile::open(const std::filesystem::path& pa
   std::shared_ptr<InputFile> file(new InputFile());
   file->path_ = path;
   file->name_ = path.string();
-  file->fd_ = ::open(path.c_str(), O_RDONLY | O_CLOEXEC);
+  // O_NONBLOCK: opening a FIFO for reading would otherwise wait for a
+  // writer forever; it is refused below as not a regular file. (The flag
+  // changes nothing for reads of a regular file.)
+  file->fd_ = ::open(path.c_str(), O_RDONLY | O_CLOEXEC | O_NONBLOCK);
   if (file->fd_ < 0) {
     throw Error(ErrorKind::kIo, std::string("cannot open: ") + std::strerror(errno)).in_file(file->name_);
   }
@@ -36,6 +39,7 @@ std::shared_ptr<const InputFile> InputFile::open(const std::filesystem::path& pa
     throw Error(ErrorKind::kNotCheckpoint, "not a regular file").in_file(file->name_);
   }
   file->size_ = static_cast<uint64_t>(st.st_size);
+  file->identity_ = {static_cast<uint64_t>(st.st_dev), static_cast<uint64_t>(st.st_ino)};
   if (file->size_ > 0 && file->size_ <= kReadWholeBelow) {
     // Small files are read: mapping and unmapping costs page-table work and,
     // in a process converting several files at once, TLB shootdowns that

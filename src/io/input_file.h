@@ -23,7 +23,9 @@ namespace ckptfix {
 class InputFile {
  public:
   /// Opens and maps `path`. Throws Error(kIo) naming the file on failure,
-  /// Error(kNotCheckpoint) for directories and other non-regular files.
+  /// Error(kNotCheckpoint) for directories and other non-regular files. A
+  /// FIFO or device is refused without blocking (it is opened non-blocking
+  /// and looked at before anything is read); a symbolic link is followed.
   static std::shared_ptr<const InputFile> open(const std::filesystem::path& path);
 
   /// An in-memory "file" (tests, and callers that already hold the bytes).
@@ -47,6 +49,17 @@ class InputFile {
   const std::filesystem::path& path() const { return path_; }
   uint64_t size() const { return size_; }
   int fd() const { return fd_; }
+
+  /// Which file this is, whatever name reached it (device and inode of an
+  /// opened file; {0, 0} for in-memory files and slices): two names, links
+  /// or paths of one file have the same identity.
+  struct Identity {
+    uint64_t device = 0;
+    uint64_t inode = 0;
+    bool operator==(const Identity&) const = default;
+    bool operator<(const Identity& o) const { return device != o.device ? device < o.device : inode < o.inode; }
+  };
+  Identity identity() const { return identity_; }
 
   /// A view of [offset, offset+length) of the mapping. Throws Error(kCorrupt)
   /// "<what> at <offset> extends past the end of the file" when out of range.
@@ -75,6 +88,7 @@ class InputFile {
   std::string name_;
   int fd_ = -1;
   uint64_t size_ = 0;
+  Identity identity_;
   const std::byte* base_ = nullptr;
   std::string memory_;  // owns the bytes of an in-memory or small file
   std::shared_ptr<const InputFile> whole_;  // a slice's file, kept alive while the slice is

@@ -34,7 +34,7 @@ void CheckpointImpl::note_global(const std::string& module, const std::string& n
 
 uint64_t CheckpointImpl::walk_steps() const {
   if (limits.max_walk_steps != 0) return limits.max_walk_steps;
-  return (uint64_t{1} << 24) + 64 * static_cast<uint64_t>(graph.size());
+  return (uint64_t{1} << 21) + 16 * static_cast<uint64_t>(graph.size());
 }
 
 uint64_t CheckpointImpl::pickle_values() const {

@@ -74,6 +74,27 @@ std::vector<Child> children_of(const Value& v) {
   return out;
 }
 
+// What visiting a value may copy of its own, in steps: one per child, and
+// one per 16 bytes of its keys' text (state_dicts copies a dict's keys
+// without descending into it).
+uint64_t fanout(const Value& v) {
+  uint64_t n = v.items.size();
+  if (!v.has_parts()) return n;
+  const auto entries = [&n](const Value& d) {
+    uint64_t key_bytes = 0;
+    for (const auto& entry : d.entries()) key_bytes += entry.first != nullptr ? entry.first->text.size() : 0;
+    n += d.entries().size() + key_bytes / 16;
+  };
+  entries(v);
+  n += v.states().size();
+  if (v.args() != nullptr) n += v.args()->items.size();
+  for (const Value* state : v.states()) {
+    if (state->has_parts()) entries(*state);
+    n += state->items.size();
+  }
+  return n;
+}
+
 uint64_t element_bytes(const PathElement& e) {
   const auto* s = std::get_if<std::string>(&e);
   return s != nullptr ? s->size() : sizeof(int64_t);
@@ -112,7 +133,12 @@ class Walker {
   };
 
   void enter(Value* v, bool element) {
-    steps_ += 1 + path_bytes_ / 32;
+    // A visit is charged for what a visitor may keep of it: the path (its
+    // elements and their bytes, which tensor_positions copies) and the
+    // value's own entries (which state_dicts copies). Memory kept by any
+    // walk is then bounded by the step limit, not by the number of paths
+    // (a billion-laughs graph of 1 KB has 2^64 of them).
+    steps_ += 1 + path_.size() + fanout(*v) + path_bytes_ / 16;
     if (limits_.max_steps != 0 && steps_ > limits_.max_steps) {
       throw Error(ErrorKind::kLimit, "walking the object graph takes more than " + std::to_string(limits_.max_steps) +
                                          " steps: it reaches values through very many or very long paths "

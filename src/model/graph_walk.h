@@ -7,12 +7,16 @@
 // name. An OrderedDict's `_metadata` is not part of any path.
 //
 // The walk is iterative (a file decides how deep the graph is, not the
-// stack) and bounded: deeper than max_depth, or longer than max_steps (a
-// step per visit plus one per 32 bytes of the visited value's path), it
+// stack) and bounded: deeper than max_depth, or longer than max_steps, it
 // fails with Error(kLimit). A value shared by several paths is visited once
 // per path, as each path is a position (tied weights are under both keys);
 // the step limit is what keeps a pickle whose memo shares a list 64 levels
-// deep, two ways at each (2^64 paths in 1.3 KB), from taking forever.
+// deep, two ways at each (2^64 paths in 1 KB), from taking forever, and
+// from taking all memory: a visit costs one step, plus one per element of
+// its path and per 16 bytes of the path's text, plus one per child of the
+// value. That is what a visitor may keep of a visit (tensor_positions keeps
+// the path, state_dicts the keys), so what any walk keeps is bounded by the
+// step limit (ReadLimits::max_walk_steps), whatever the number of paths.
 #pragma once
 
 #include <functional>

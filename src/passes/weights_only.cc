@@ -83,7 +83,14 @@ void make_weights_only(Checkpoint& checkpoint, const PassOptions& options, PassR
     std::string list;
     std::map<std::string, std::string> first_path;  // each global once, at its first path
     for (const Refused& r : refused) first_path.emplace(r.global, r.path);
-    for (const auto& [global, where] : first_path) list += (list.empty() ? "" : ", ") + global + " (at '" + where + "')";
+    // A line people read: the first few, then how many more.
+    constexpr size_t kListed = 10;
+    size_t listed = 0;
+    for (const auto& [global, where] : first_path) {
+      if (listed++ == kListed) break;
+      list += (list.empty() ? "" : ", ") + global + " (at '" + where + "')";
+    }
+    if (first_path.size() > kListed) list += " and " + std::to_string(first_path.size() - kListed) + " more";
     throw Error(ErrorKind::kUnsupported,
                 "values of classes outside torch's weights_only allowlist that no rewrite rule knows: " + list +
                     "; `drop_unknown` replaces them with None");

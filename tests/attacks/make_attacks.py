@@ -18,7 +18,9 @@ attack needs it and nowhere else. The files, by class:
               inst_bad_name.pt, global_not_identifier.pt, non_utf8_global.pt
   depth       deep_build_chain.pt, deep_namespace_chain.pt, deep_list.pt
   names       many_dots_global.pt
-  sharing     shared_dag.pt, deep_shared_key.pt
+  sharing     shared_dag.pt, deep_shared_key.pt, laughs_tensors.pt,
+              laughs_dicts.pt, laughs_long_key.pt, laughs_wide.pt, laughs_deep.pt,
+              laughs_objects.pt, laughs_padded.pt
   stack       pop_below_mark.pt
   memory      zip_declares_4gib_pickle.pt, deflate_bomb_pickle.pt,
               deflate_bomb_storage.pt, none_pop_loop.pt, many_live_values.pt,
@@ -268,6 +270,78 @@ def shared_dag(path, levels=64):
     checkpoint(path, p + STOP)
 
 
+def _laughs(path, leaf, level, levels, deflated=False):
+    """A billion-laughs graph over a tensor: `leaf` (pickle of the value at
+    the bottom) memoized as 0, then each level built by `level(prev)` (the
+    pickle of a container holding memo entry `prev` several times) and
+    memoized. torch.load reads each such file in a millisecond: it is one
+    tensor and `levels` small containers."""
+    p = proto(2) + leaf + binput(0)
+    for i in range(levels):
+        p += level(binget(i)) + binput(i + 1)
+    checkpoint(path, p + STOP, [('0', FOUR_FLOATS)], pickle_deflated=deflated)
+
+
+def _tensor_leaf():
+    return tensor('0', 4, (4,), (1,))
+
+
+def laughs_tensors(path, levels=64):
+    """L0 = tensor, L(i+1) = [Li, Li]: 2^64 paths to one tensor (917 bytes).
+    Before issue 22, inspect/check/verify kept every path the walk reached
+    until the step limit and peaked at 1.2 GiB."""
+    _laughs(path, _tensor_leaf(), lambda prev: EMPTY_LIST + MARK + prev + prev + APPENDS, levels)
+
+
+def laughs_dicts(path, levels=64):
+    """D0 = OrderedDict{'w': tensor} (a state dict), D(i+1) = {'a': Di, 'b': Di}:
+    2^64 positions of one state dict."""
+    leaf = state_dict([('w', _tensor_leaf())])
+    _laughs(path, leaf, lambda prev: EMPTY_DICT + MARK + unicode_op('a') + prev + unicode_op('b') + prev + SETITEMS,
+            levels)
+
+
+def laughs_long_key(path, levels=64, key_bytes=1 << 20):
+    """D0 = OrderedDict{1 MiB key: tensor} (a state dict whose key a reader
+    copies), then [Di, Di]: every position of D0 holds 1 MiB of keys."""
+    leaf = state_dict([('k' * key_bytes, _tensor_leaf())])
+    _laughs(path, leaf, lambda prev: EMPTY_LIST + MARK + prev + prev + APPENDS, levels, deflated=True)
+
+
+def laughs_wide(path, levels=16):
+    """L(i+1) = (Li,) * 16 as tuples: 16^16 paths to one tensor."""
+    _laughs(path, _tensor_leaf(), lambda prev: MARK + prev * 16 + TUPLE, levels)
+
+
+def laughs_deep(path, levels=900):
+    """900 levels of [Li, Li] with long keys on the way: deep and shared, each
+    path 900 elements long."""
+    key = unicode_op('k' * 64)
+    _laughs(path, _tensor_leaf(),
+            lambda prev: EMPTY_DICT + MARK + key + prev + unicode_op('k' * 63 + 'b') + prev + SETITEMS, levels)
+
+
+def laughs_padded(path, depth=990, width=20_000, padding=100_000):
+    """One tensor at 20000 places of a list under dicts 990 deep, beside a
+    list of 100k ints that only raise the walk's allowance (16 steps a
+    value): every position's path is 990 keys long."""
+    p = proto(2) + EMPTY_LIST + MARK + b''.join(int_op(i) for i in range(padding)) + APPENDS
+    p += _tensor_leaf() + binput(0) + POP
+    p += (EMPTY_DICT + unicode_op('k')) * depth
+    p += EMPTY_LIST + MARK + binget(0) * width + APPENDS + SETITEM * depth + TUPLE2
+    checkpoint(path, p + STOP, [('0', FOUR_FLOATS)])
+
+
+def laughs_objects(path, levels=64):
+    """Namespaces whose attributes are the level below, twice, and the tensor:
+    objects, dicts and lists mixed."""
+    def level(prev):
+        return (global_op('argparse', 'Namespace') + EMPTY_TUPLE + REDUCE + EMPTY_DICT + MARK +
+                unicode_op('x') + prev + unicode_op('y') + EMPTY_LIST + MARK + prev + binget(0) + APPENDS +
+                SETITEMS + BUILD)
+    _laughs(path, _tensor_leaf(), level, levels)
+
+
 def deep_shared_key(path, levels=900, key_bytes=1 << 20):
     """Dicts nested 900 deep, every one keyed by the same memoized 1 MiB str:
     every path is 900 MiB, though the pickle is 1 MiB."""
@@ -501,6 +575,13 @@ ATTACKS = {
     'many_dots_global.pt': many_dots_global,
     'shared_dag.pt': shared_dag,
     'deep_shared_key.pt': deep_shared_key,
+    'laughs_tensors.pt': laughs_tensors,
+    'laughs_dicts.pt': laughs_dicts,
+    'laughs_long_key.pt': laughs_long_key,
+    'laughs_wide.pt': laughs_wide,
+    'laughs_deep.pt': laughs_deep,
+    'laughs_objects.pt': laughs_objects,
+    'laughs_padded.pt': laughs_padded,
     'pop_below_mark.pt': pop_below_mark,
     'zip_declares_4gib_pickle.pt': zip_declares_4gib_pickle,
     'deflate_bomb_pickle.pt': deflate_bomb_pickle,

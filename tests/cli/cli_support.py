@@ -15,10 +15,12 @@ import hashlib
 import json
 import os
 import re
+import resource
 import signal
 import subprocess
 import sys
 import tempfile
+import time
 import unittest
 
 HERE = os.path.dirname(os.path.abspath(__file__))
@@ -83,6 +85,61 @@ def run(args, cwd, timeout=RUN_TIMEOUT):
                               timeout=timeout, errors='replace')
     except subprocess.TimeoutExpired as e:
         raise AssertionError(f'ckptfix {" ".join(args)} hung (no exit within {timeout}s)') from e
+
+
+# -- running with time and memory measured ----------------------------------
+
+def sanitized():
+    if os.environ.get('CKPTFIX_SANITIZED') == '1':
+        return True
+    with open(binary(), 'rb') as f:
+        return b'__asan_init' in f.read()
+
+
+class Run:
+    def __init__(self, args, returncode, stdout, stderr, seconds, cpu, max_rss):
+        self.args, self.returncode, self.stdout, self.stderr = args, returncode, stdout, stderr
+        self.seconds, self.cpu, self.max_rss = seconds, cpu, max_rss
+        self.cwd = None
+
+    def describe(self):
+        return (f'\n  command: ckptfix {" ".join(self.args)}\n  exit: {self.returncode}'
+                f'\n  seconds: {self.seconds:.2f} wall, {self.cpu:.2f} CPU  peak RSS: {self.max_rss / 2**20:.0f} MiB'
+                f'\n  stderr: {self.stderr[-3000:]!r}\n  stdout: {self.stdout[:2000]!r}')
+
+
+# RLIMIT_AS of each measured run (not under sanitizers): a regression fails
+# the test instead of exhausting the machine.
+ADDRESS_SPACE_GUARD = 4 << 30
+
+
+def run_measured(args, cwd, guard, timeout):
+    """Runs ckptfix; returns a Run with the child's own peak RSS (wait4)."""
+    def limit():
+        os.setsid()
+        if guard:
+            resource.setrlimit(resource.RLIMIT_AS, (ADDRESS_SPACE_GUARD, ADDRESS_SPACE_GUARD))
+
+    with tempfile.TemporaryFile() as out, tempfile.TemporaryFile() as err:
+        start = time.monotonic()
+        proc = subprocess.Popen([binary()] + args, cwd=cwd, stdin=subprocess.DEVNULL, stdout=out, stderr=err,
+                                preexec_fn=limit)
+        while True:
+            pid, status, usage = os.wait4(proc.pid, os.WNOHANG)
+            if pid:
+                break
+            if time.monotonic() - start > timeout:
+                os.killpg(proc.pid, signal.SIGKILL)
+                pid, status, usage = os.wait4(proc.pid, 0)
+                break
+            time.sleep(0.01)
+        seconds = time.monotonic() - start
+        proc.returncode = os.waitstatus_to_exitcode(status)  # Popen must not wait again
+        out.seek(0)
+        err.seek(0)
+        return Run(args, proc.returncode, out.read().decode('utf-8', 'replace'),
+                   err.read().decode('utf-8', 'replace'), seconds, usage.ru_utime + usage.ru_stime,
+                   usage.ru_maxrss * 1024)
 
 
 def describe(proc):

@@ -196,13 +196,34 @@ TEST(GraphWalk, SharingAndDepthAreBounded) {
   dag.stop();
   expect_error([&] { open_pickle(dag.str()).tensor_positions(); }, ErrorKind::kLimit,
                "'t.pt': archive/data.pkl: walking the object graph takes more than");
-  // 2000 nested lists: over max_depth by default, fine once it is raised.
+  // 2000 nested lists: over max_depth by default, fine once it is raised
+  // with the steps its paths take (a visit is charged its path's length:
+  // about 2000^2 / 2 in all, what a visitor keeping every path would hold).
   const std::string deep = PickleBytes().proto().raw(repeat("]", 2000)).raw(repeat("a", 1999)).stop().str();
   expect_error([&] { open_pickle(deep); }, ErrorKind::kLimit,
                "'t.pt': archive/data.pkl: the object graph is nested more than 1000 levels deep (limit max_depth = 1000)");
   OpenOptions raised;
   raised.limits.max_depth = 5000;
+  expect_error([&] { open_pickle(deep, raised); }, ErrorKind::kLimit,
+               "'t.pt': archive/data.pkl: walking the object graph takes more than");
+  raised.limits.max_walk_steps = 4'000'000;
   EXPECT_EQ(open_pickle(deep, raised).tensor_positions().size(), 0u);
+}
+
+TEST(GraphWalk, AVisitIsChargedWhatAVisitorMayKeep) {
+  // One step for the visit, one per element of its path and per 16 bytes
+  // of the path's text, one per child (and per 16 bytes of its keys).
+  // {'abc...' (32 bytes): [1, 2, 3]}: the dict (0 + 1 child + 2 for its
+  // key's 32 bytes), the list (1 element + 2 bytes/16 + 3 children), the
+  // three ints (2 elements + 2 + 0 each).
+  const std::string key(32, 'k');
+  const std::string pickle = PickleBytes().proto().raw("}").unicode(key).raw("](").int1(1).int1(2).int1(3).raw("es").stop().str();
+  OpenOptions exact;
+  exact.limits.max_walk_steps = (1 + 0 + 0 + 3) + (1 + 1 + 2 + 3) + 3 * (1 + 2 + 2 + 0);
+  EXPECT_NO_THROW(open_pickle(pickle, exact).tensor_positions());
+  exact.limits.max_walk_steps -= 1;
+  expect_error([&] { open_pickle(pickle, exact).tensor_positions(); }, ErrorKind::kLimit,
+               "walking the object graph takes more than");
 }
 
 TEST(ReadLimits, SetByName) {
