@@ -13,6 +13,11 @@ enum class GlobalKind : uint8_t {
   kData,         ///< known data: builds a value, can neither run code nor touch files
   kUnknown,      ///< anything else that is not a known gadget (a project's own classes)
   kGadget,       ///< a known code, command, import, file or network primitive: refused
+  /// A function a model may hold as a value (an activation kept in an
+  /// attribute: torch.nn.functional.gelu pickles as torch._C._nn.gelu).
+  /// Referenced, it is data; a pickle that would call it while loading is
+  /// refused (docs/security.md, "Referenced functions").
+  kFunction,
 };
 
 /// A set of pickle opcodes (one bit per byte value): which opcodes a pickle used.

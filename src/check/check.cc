@@ -123,6 +123,7 @@ std::string_view global_kind_description(GlobalKind kind) {
     case GlobalKind::kData: return "known data";
     case GlobalKind::kUnknown: return "unknown: may run its own code when loaded";
     case GlobalKind::kGadget: return "gadget";
+    case GlobalKind::kFunction: return "a function held as a value, never called";
   }
   return "unknown";
 }

@@ -36,6 +36,7 @@ std::string_view global_kind_name(GlobalKind kind) {
     case GlobalKind::kData: return "data";
     case GlobalKind::kUnknown: return "unknown";
     case GlobalKind::kGadget: return "gadget";
+    case GlobalKind::kFunction: return "function";
   }
   return "unknown";
 }

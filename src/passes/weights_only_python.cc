@@ -1,8 +1,11 @@
 // Rules of the weights-only repair for Python's own classes: namespaces
-// become dicts, paths become strings.
+// become dicts, paths become strings, functions held as values (outside a
+// module, which becomes its state_dict() without them) their names, and
+// functools.partial objects dicts of their function's name and arguments.
 #include <string_view>
 
 #include "passes/weights_only_rules.h"
+#include "pickle/global_policy.h"
 
 namespace ckptfix {
 namespace {
@@ -33,6 +36,12 @@ std::string path_text(const Value& cls, const std::vector<Value*>& parts) {
 }  // namespace
 
 bool repair_python_value(RepairContext& ctx, Value& v, const Path& path) {
+  if (v.kind == ValueKind::kGlobal && classify_global(v.text, v.name()).kind == GlobalKind::kFunction) {
+    const std::string was = v.dotted();
+    become_str(v, was);
+    ctx.changes.push_back({path, was + " (a function held as a value)", "str '" + was + "'"});
+    return true;
+  }
   if (v.kind != ValueKind::kObject) return false;
   const Value& cls = *v.callable();
   if (cls.is_global("argparse", "Namespace") || cls.is_global("types", "SimpleNamespace")) {
@@ -50,6 +59,40 @@ bool repair_python_value(RepairContext& ctx, Value& v, const Path& path) {
     v.reset(ValueKind::kDict);
     v.entries() = std::move(attributes);
     ctx.changes.push_back({path, was, "dict"});
+    return true;
+  }
+  if (cls.is_global("functools", "partial")) {
+    // REDUCE(partial, (func, *args)), then BUILD((func, args, keywords,
+    // __dict__)) as partial.__reduce__ writes it: the dict {'func': its
+    // dotted name, 'args': [...], 'keywords': {...}}.
+    Value* func = nullptr;
+    std::vector<Value*> args;
+    std::vector<std::pair<Value*, Value*>> keywords;
+    if (v.args() != nullptr && !v.args()->items.empty()) {
+      func = v.args()->items[0];
+      args.assign(v.args()->items.begin() + 1, v.args()->items.end());
+    }
+    for (const Value* state : v.states()) {
+      if (state->kind != ValueKind::kTuple || state->items.size() != 4) return false;
+      const auto& st = state->items;
+      if (st[1]->kind != ValueKind::kTuple) return false;
+      if (st[2]->kind != ValueKind::kNone && st[2]->kind != ValueKind::kDict) return false;
+      if (st[3]->kind != ValueKind::kNone && !(st[3]->kind == ValueKind::kDict && st[3]->entries().empty())) return false;
+      func = st[0];
+      args = st[1]->items;
+      keywords = st[2]->kind == ValueKind::kDict ? st[2]->entries() : decltype(keywords){};
+    }
+    if (func == nullptr || func->kind != ValueKind::kGlobal) return false;
+    ValueGraph& g = ctx.impl.graph;
+    Value* args_list = g.make(ValueKind::kList);
+    args_list->items = std::move(args);
+    Value* keywords_dict = g.make(ValueKind::kDict);
+    keywords_dict->entries() = std::move(keywords);
+    const std::string func_name = func->dotted();
+    v.reset(ValueKind::kDict);
+    v.entries() = {{g.make_str("func"), g.make_str(func_name)}, {g.make_str("args"), args_list},
+                   {g.make_str("keywords"), keywords_dict}};
+    ctx.changes.push_back({path, "functools.partial of " + func_name, "dict {'func', 'args', 'keywords'}"});
     return true;
   }
   if (is_path_class(cls)) {

@@ -25,7 +25,9 @@ struct RepairContext {
 /// Tries every rule on `v` (found at `path`); true when one rewrote it.
 bool repair_value(RepairContext& ctx, Value& v, const Path& path);
 
-/// argparse.Namespace, types.SimpleNamespace -> dict; pathlib paths -> str
+/// argparse.Namespace, types.SimpleNamespace -> dict; pathlib paths -> str;
+/// a function held as a value (GlobalKind::kFunction) -> its dotted name;
+/// functools.partial -> {'func': name, 'args': [...], 'keywords': {...}}
 /// (weights_only_python.cc).
 bool repair_python_value(RepairContext& ctx, Value& v, const Path& path);
 

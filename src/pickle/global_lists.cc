@@ -87,6 +87,10 @@ constexpr const char* kKnownData[] = {
     // copyreg's object builders: cls.__new__(cls, ...) and base.__init__ of a
     // class the pickle names (itself judged).
     "copyreg._reconstructor", "copyreg.__newobj__", "copyreg.__newobj_ex__",
+    // functools.partial(f, *args) only binds f (nn.LayerNorm with eps, a
+    // norm layer's constructor kept by torchvision's ViT); calling the
+    // partial calls f, which the call analysis sees (unpickler.h).
+    "functools.partial",
     "collections.defaultdict", "collections.deque", "collections.ChainMap", "collections.UserDict",
     "collections.UserList", "collections.UserString",
     "argparse.Namespace", "types.SimpleNamespace",
@@ -185,6 +189,28 @@ constexpr const char* kGadgets[] = {
     "pandas.read_spss", "pandas.read_fwf", "pandas.read_clipboard", "pandas.eval",
 };
 
+// Modules whose plain functions a model may hold as values: torch's tensor
+// functions, as pickle spells them (nn.functional's C functions live in
+// torch._C._nn, torch.special's in torch._C._special, torch.linalg's in
+// torch._C._linalg, ...). Only attributes directly in the module, never a
+// gadget method, and never a name that is a gadget itself
+// (torch.nn.functional.os would be the os module).
+constexpr const char* kFunctionModules[] = {
+    "torch.nn.functional", "torch._C._nn", "torch._C._special", "torch._C._linalg", "torch._C._fft",
+    "torch._C._nested", "torch._C._sparse",
+};
+
+// Callables that call what they are given (beyond building a value from it):
+// the globals and objects in their arguments count as called. Unknown
+// callables (a project's own classes) are treated so too.
+constexpr const char* kCallsItsArguments[] = {
+    "torch._tensor._rebuild_from_type_v2",      // func(*args), then new_type
+    "torch._utils._rebuild_wrapper_subclass",   // makes an instance of cls
+    "copyreg._reconstructor",                   // base.__new__(cls), base.__init__(obj, state)
+    "copyreg.__newobj__", "copyreg.__newobj_ex__",  // cls.__new__(cls, *args)
+    "numpy.core.multiarray._reconstruct", "numpy._core.multiarray._reconstruct",  // subtype.__new__
+};
+
 constexpr const char* kGadgetMethods[] = {
     "from_pretrained", "from_file", "fromfile", "load", "loads", "load_file", "save", "save_pretrained",
     "system", "popen", "spawn", "exec", "eval", "run_path", "run_module", "write_text", "write_bytes",
@@ -197,5 +223,7 @@ std::span<const char* const> torch_allowlist() { return kTorchAllowlist; }
 std::span<const char* const> known_data() { return kKnownData; }
 std::span<const char* const> gadgets() { return kGadgets; }
 std::span<const char* const> gadget_methods() { return kGadgetMethods; }
+std::span<const char* const> function_modules() { return kFunctionModules; }
+std::span<const char* const> calls_its_arguments() { return kCallsItsArguments; }
 
 }  // namespace ckptfix::global_lists

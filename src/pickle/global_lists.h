@@ -28,4 +28,12 @@ std::span<const char* const> gadgets();
 /// dotted attribute chain on any class (Model.from_pretrained, X.tofile).
 std::span<const char* const> gadget_methods();
 
+/// Modules whose functions a pickle may hold as values (GlobalKind::kFunction):
+/// module.function, with function a plain name that is no gadget method.
+std::span<const char* const> function_modules();
+
+/// Callables that call the values passed to them (beyond building a value):
+/// what their arguments hold counts as called (unpickler.h).
+std::span<const char* const> calls_its_arguments();
+
 }  // namespace ckptfix::global_lists

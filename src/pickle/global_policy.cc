@@ -87,6 +87,8 @@ class SegmentTrie {
 };
 
 struct Lists {
+  SegmentTrie function_modules{global_lists::function_modules()};
+  SegmentTrie calls_its_arguments{global_lists::calls_its_arguments()};
   SegmentTrie allowlist{global_lists::torch_allowlist()};
   SegmentTrie data{global_lists::known_data()};
   SegmentTrie gadgets{global_lists::gadgets()};
@@ -127,6 +129,11 @@ bool in_torch_allowlist(std::string_view module, std::string_view name) {
   return lists().allowlist.contains(path);
 }
 
+bool calls_its_arguments(std::string_view module, std::string_view name) {
+  if (name.find('.') != npos) return false;
+  return lists().calls_its_arguments.contains(std::string(canonical_module(module)) + "." + std::string(name));
+}
+
 GlobalClass classify_global(std::string_view spelled_module, std::string_view name) {
   const Lists& l = lists();
   const std::string_view module = canonical_module(spelled_module);
@@ -143,6 +150,10 @@ GlobalClass classify_global(std::string_view spelled_module, std::string_view na
     if (l.allowlist.contains(path)) return {GlobalKind::kWeightsOnly, {}};
     if (l.data.contains(path)) return {GlobalKind::kData, {}};
   }
+  // A tensor function held as a value (kFunction), whatever gadget prefix its
+  // module lies under (torch._C): its module is not judged as a gadget, its
+  // name is (torch.nn.functional.os is the os module, F.from_file reads files).
+  const bool function_module = !dotted && l.function_modules.contains(module);
 
   // An attribute of a known class is a method, not data, and several touch
   // files (pathlib.Path.write_text, numpy.ndarray.tofile, torch.UntypedStorage.from_file).
@@ -160,7 +171,7 @@ GlobalClass classify_global(std::string_view spelled_module, std::string_view na
   // Gadget modules and attributes: a dotted prefix of the whole path, or of
   // any tail of the attribute chain, since each link may be a module
   // (torch + os.system is os.system; torch.serialization + pickle.loads is pickle.loads).
-  for (size_t start = 0; start < path.size();) {
+  for (size_t start = function_module ? chain_start : 0; start < path.size();) {
     const std::string_view tail = std::string_view(path).substr(start);
     if (const size_t end = l.gadgets.first_prefix(tail); end != npos) return gadget(std::string(tail.substr(0, end)));
     if (start < chain_start) {
@@ -172,6 +183,10 @@ GlobalClass classify_global(std::string_view spelled_module, std::string_view na
     }
   }
 
+  if (function_module) {
+    if (l.gadget_methods.contains(name)) return gadget("the method " + std::string(name));
+    return {GlobalKind::kFunction, {}};
+  }
   // builtins holds the interpreter's functions: only the data types above
   // and exception classes are values.
   if (module == "builtins") {

@@ -15,7 +15,13 @@
 //    named in warnings: loading it runs whatever code that class has.
 //  * kGadget: a known code-execution, command, import, attribute-traversal,
 //    file or network primitive (os.system, pydoc.locate, gzip.open, any
-//    dunder attribute, ...). Every command refuses the file, naming it.
+//    dunder attribute, ...). Every command refuses the file, naming it,
+//    even where the pickle only holds it as a value: a reference to a loader
+//    has no business in a checkpoint.
+//  * kFunction: a tensor function a model may hold as a value
+//    (torch.nn.functional.gelu pickles as torch._C._nn.gelu, kept by
+//    transformers' GELUActivation). Held, it is data; a pickle that would
+//    call it while loading is refused (the unpickler judges calls).
 //
 // Names are judged as pickle resolves them. The module is imported, so it
 // is judged by its dotted prefixes (os.path is within os). A dotted name
@@ -46,5 +52,9 @@ GlobalClass classify_global(std::string_view module, std::string_view name);
 /// `module` `name` spelled as GLOBAL (torch maps __builtin__ to builtins).
 /// Only canonical spellings count: a dotted name is never on the allowlist.
 bool in_torch_allowlist(std::string_view module, std::string_view name);
+
+/// True when calling module.name calls what is passed to it
+/// (global_lists::calls_its_arguments).
+bool calls_its_arguments(std::string_view module, std::string_view name);
 
 }  // namespace ckptfix

@@ -27,6 +27,12 @@ Error dangerous_global_error(const std::string& module, const std::string& name,
                                        why + ", which would run code or touch files when loaded");
 }
 
+Error called_function_error(const std::string& module, const std::string& name) {
+  return Error(ErrorKind::kUnsafe, "refusing to load: the pickle calls '" + module + "." + name +
+                                       "' while it is loaded; a checkpoint may hold such a function as a value "
+                                       "(an activation kept by a module), never call it");
+}
+
 namespace {
 
 // CPython's int() refuses longer decimal literals by default (Python >= 3.11,
@@ -178,12 +184,71 @@ class Machine {
 
   /// An object of `how`; it takes over the references of its parts.
   Value* object(ObjectCreation how, Value* callable, Value* args, Value* kwargs = nullptr) {
+    judge_call(callable, args, kwargs);
     Value* v = graph_.make(ValueKind::kObject);
     v->creation() = how;
     v->callable() = callable;
     v->args() = args;
     v->kwargs() = kwargs;
     return v;
+  }
+
+  // Calls (see unpickler.h): what the pickle would call when loaded.
+  GlobalKind kind_of(const Value& global) {
+    std::string key = std::to_string(global.text.size()) + ":" + global.text + global.name();
+    const auto it = kinds_.find(key);
+    if (it != kinds_.end()) return it->second;
+    const GlobalKind kind = classify_global(global.text, global.name()).kind;
+    kinds_.emplace(std::move(key), kind);
+    return kind;
+  }
+  void judge_call(Value* callable, Value* args, Value* kwargs) {
+    bool calls_arguments = true;
+    if (callable->kind == ValueKind::kGlobal) {
+      mark_called(callable);
+      calls_arguments = kind_of(*callable) == GlobalKind::kUnknown ||
+                        calls_its_arguments(callable->text, callable->name());
+    } else {
+      mark_called(callable);  // an object being called (a functools.partial): what it holds is called
+    }
+    if (calls_arguments) {
+      mark_called(args);
+      mark_called(kwargs);
+    }
+  }
+  /// Marks `v` and everything reachable from it as called, once each; a
+  /// Global that may only be held as a value is refused.
+  void mark_called(Value* v) {
+    if (v == nullptr || v->called) return;
+    std::vector<Value*>& pending = call_pending_;
+    pending.push_back(v);
+    while (!pending.empty()) {
+      Value* c = pending.back();
+      pending.pop_back();
+      if (c == nullptr || c->called) continue;
+      c->called = true;
+      if (c->kind == ValueKind::kGlobal) {
+        if (kind_of(*c) == GlobalKind::kFunction) throw called_function_error(c->text, c->name());
+        continue;
+      }
+      pending.insert(pending.end(), c->items.begin(), c->items.end());
+      if (c->has_parts()) {
+        const Value& parts = *c;
+        for (const auto& [k, val] : parts.entries()) {
+          pending.push_back(k);
+          pending.push_back(val);
+        }
+        pending.insert(pending.end(), parts.states().begin(), parts.states().end());
+        pending.push_back(parts.callable());
+        pending.push_back(parts.args());
+        pending.push_back(parts.kwargs());
+      }
+    }
+  }
+  /// What is added to `target`: called too when `target` is.
+  void mark_added(const Value* target, const std::vector<Value*>& added) {
+    if (!target->called) return;
+    for (Value* v : added) mark_called(v);
   }
 
   /// A tuple of `items` (whose references it takes over), held once for its owner.
@@ -229,6 +294,7 @@ class Machine {
   /// Appends `items` (taking over their references) to a list or object.
   void append_to(Value* target, const std::vector<Value*>& items) {
     if (target->kind == ValueKind::kList || target->kind == ValueKind::kObject) {
+      mark_added(target, items);
       target->items.insert(target->items.end(), items.begin(), items.end());
     } else {
       for (Value* item : items) release(item);
@@ -239,6 +305,7 @@ class Machine {
   void set_items(Value* target, const std::vector<Value*>& kv) {
     if (kv.size() % 2 != 0) fail("SETITEMS with an odd number of stack items");
     if (target->kind != ValueKind::kDict && target->kind != ValueKind::kObject) fail("SETITEM on a value that is not a dict");
+    mark_added(target, kv);
     for (size_t i = 0; i < kv.size(); i += 2) target->entries().emplace_back(kv[i], kv[i + 1]);
   }
 
@@ -251,6 +318,8 @@ class Machine {
   std::vector<size_t> marks_;
   std::unordered_map<uint64_t, Value*> memo_;
   std::vector<Value*> release_pending_;
+  std::vector<Value*> call_pending_;
+  std::unordered_map<std::string, GlobalKind> kinds_;  // classify_global of each name the pickle calls
   uint64_t left_in_file_ = 0;  // bytes of the payloads left in the file
   int protocol_ = 0;
   OpcodeSet opcodes_;
@@ -493,6 +562,7 @@ UnpickleResult Machine::loop() {
           for (Value* item : items) release(item);
           fail("ADDITEMS on a value that is not a set");
         }
+        mark_added(target, items);
         target->items.insert(target->items.end(), items.begin(), items.end());
         break;
       }
@@ -572,6 +642,7 @@ UnpickleResult Machine::loop() {
         Value* state = pop();
         Value* target = top();
         if (target->kind != ValueKind::kObject) fail("BUILD on a value that is not an object");
+        mark_added(target, {state});
         target->states().push_back(state);
         break;
       }

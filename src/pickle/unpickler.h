@@ -9,6 +9,22 @@
 // is also what keeps a name from carrying pickle text into what ckptfix
 // writes.
 //
+// What the pickle would call when loaded is judged as well: a function a
+// model may hold as a value (GlobalKind::kFunction: an activation such as
+// torch._C._nn.gelu kept in a module's attributes) is data where it is
+// only held, and refused where loading would call it. Called are: the
+// callable of every REDUCE, NEWOBJ, NEWOBJ_EX, INST and OBJ; everything
+// reachable from a callable that is not a Global (a functools.partial
+// object being called calls what it binds); and everything reachable from
+// the arguments of a callable that calls its arguments
+// (global_policy.h: calls_its_arguments, e.g. _rebuild_from_type_v2 and
+// copyreg's reconstructors), of an unknown callable, or of one that is not
+// a Global. Reachable means through tuples, lists, dicts, sets, objects'
+// calls and states and the memo; a value reached is marked (Value::called)
+// once, and what is later added to a marked container or object (APPEND,
+// SETITEM, ADDITEMS, BUILD) is judged as it is added, so the analysis is
+// linear in the pickle.
+//
 // Memory follows what the pickle holds, not what it did: a value the pickle
 // discards (POP, the operands of STACK_GLOBAL, the memo and stack left at
 // STOP) is freed as soon as nothing refers to it, and the values, MARKs and
@@ -80,5 +96,8 @@ void refuse_dangerous_global(const std::string& module, const std::string& name)
 
 /// The Error(kUnsafe) for a gadget; `matched` is the rule that matched.
 Error dangerous_global_error(const std::string& module, const std::string& name, const std::string& matched);
+
+/// The Error(kUnsafe) for a function (GlobalKind::kFunction) the pickle would call.
+Error called_function_error(const std::string& module, const std::string& name);
 
 }  // namespace ckptfix

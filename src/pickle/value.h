@@ -80,6 +80,7 @@ struct Value {
   ValueKind kind = ValueKind::kNone;
   bool boolean = false;
   bool freed = false;    ///< its slot is free for reuse (see ValueGraph::free)
+  bool called = false;   ///< the unpickling would call it, or pass it to a call that calls it (unpickler.h)
   int32_t storage = -1;  ///< kPersistentId: index into the checkpoint's storages, when it is a torch storage
   uint32_t refs = 0;     ///< references held while the pickle is read (the reader frees a value that loses its last)
   union {
@@ -140,6 +141,7 @@ struct Value {
     kind = k;
     boolean = false;
     freed = false;
+    called = false;
     storage = -1;
     refs = 0;
     integer = 0;

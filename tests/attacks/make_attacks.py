@@ -22,6 +22,14 @@ attack needs it and nowhere else. The files, by class:
               laughs_dicts.pt, laughs_long_key.pt, laughs_wide.pt, laughs_deep.pt,
               laughs_objects.pt, laughs_padded.pt
   stack       pop_below_mark.pt
+  calls       calls_function.pt, calls_function_via_memo.pt, calls_partial.pt,
+              calls_partial_set_by_state.pt, calls_partial_after_call.pt,
+              calls_via_rebuild_from_type.pt, calls_via_reconstructor.pt,
+              calls_via_unknown_class.pt, calls_via_newobj.pt, calls_via_inst.pt,
+              calls_via_obj.pt (a function held as a value, called while
+              loading), function_module_attribute.pt,
+              function_reading_files.pt (gadgets under a function module);
+              held_functions.pt (sound: the functions only held)
   memory      zip_declares_4gib_pickle.pt, deflate_bomb_pickle.pt,
               deflate_bomb_storage.pt, none_pop_loop.pt, many_live_values.pt,
               many_tiny_storages.pt
@@ -350,6 +358,120 @@ def deep_shared_key(path, levels=900, key_bytes=1 << 20):
     checkpoint(path, p, pickle_deflated=True)
 
 
+# -- calls: a function a model may hold as a value, called while loading ----
+
+NEWOBJ, OBJ = b'\x81', b'o'
+
+
+def _gelu():
+    """torch.nn.functional.gelu as torch.save spells it."""
+    return global_op('torch._C._nn', 'gelu')
+
+
+def _with_tensor(value_pickle, key='y'):
+    """A state dict {'w': tensor, key: value} around a value's pickle."""
+    return proto(2) + state_dict([('w', _tensor_leaf()), (key, value_pickle)]) + STOP
+
+
+def _checkpoint_with(path, value_pickle, key='y'):
+    checkpoint(path, _with_tensor(value_pickle, key), [('0', FOUR_FLOATS)])
+
+
+def held_functions(path):
+    """Sound: functions held as values, as models hold activations, and a
+    functools.partial binding a layer's constructor (never called)."""
+    partial = (global_op('functools', 'partial') + tuple_of([global_op('torch.nn.modules.normalization', 'LayerNorm')])
+               + REDUCE + tuple_of([global_op('torch.nn.modules.normalization', 'LayerNorm'), EMPTY_TUPLE,
+                                    EMPTY_DICT + unicode_op('eps') + b'G' + struct.pack('>d', 1e-6) + SETITEM, NONE])
+               + BUILD)
+    p = proto(2) + state_dict([('weight', _tensor_leaf()), ('act', _gelu()), ('silu', global_op('torch.nn.functional', 'silu')),
+                               ('norm_layer', partial)]) + STOP
+    checkpoint(path, p, [('0', FOUR_FLOATS)])
+
+
+def calls_function(path):
+    """REDUCE(torch._C._nn.gelu, (tensor,)): loading would call it."""
+    _checkpoint_with(path, _gelu() + tuple_of([_tensor_leaf()]) + REDUCE)
+
+
+def calls_function_via_memo(path):
+    """gelu held under 'act' (memoized), then the memo entry called."""
+    p = proto(2) + state_dict([('act', _gelu() + binput(1)), ('y', binget(1) + tuple_of([_tensor_leaf()]) + REDUCE)])
+    checkpoint(path, p + STOP, [('0', FOUR_FLOATS)])
+
+
+def calls_partial(path):
+    """p = functools.partial(gelu) held as a value, then p(tensor) called."""
+    p = proto(2) + state_dict([
+        ('f', global_op('functools', 'partial') + tuple_of([_gelu()]) + REDUCE + binput(1)),
+        ('y', binget(1) + tuple_of([_tensor_leaf()]) + REDUCE)])
+    checkpoint(path, p + STOP, [('0', FOUR_FLOATS)])
+
+
+def calls_partial_set_by_state(path):
+    """A partial made of a harmless class, its function replaced by BUILD
+    (partial.__setstate__) with gelu, then called."""
+    p = proto(2) + state_dict([
+        ('f', global_op('functools', 'partial') + tuple_of([global_op('collections', 'OrderedDict')]) + REDUCE +
+         tuple_of([_gelu(), EMPTY_TUPLE, NONE, NONE]) + BUILD + binput(1)),
+        ('y', binget(1) + tuple_of([_tensor_leaf()]) + REDUCE)])
+    checkpoint(path, p + STOP, [('0', FOUR_FLOATS)])
+
+
+def calls_partial_after_call(path):
+    """A partial called once, then given gelu by BUILD: a later call would run it."""
+    p = proto(2) + state_dict([
+        ('f', global_op('functools', 'partial') + tuple_of([global_op('collections', 'OrderedDict')]) + REDUCE +
+         binput(1)),
+        ('y', binget(1) + EMPTY_TUPLE + REDUCE),
+        ('g', binget(1) + tuple_of([_gelu(), EMPTY_TUPLE, NONE, NONE]) + BUILD)])
+    checkpoint(path, p + STOP, [('0', FOUR_FLOATS)])
+
+
+def calls_via_rebuild_from_type(path):
+    """torch._tensor._rebuild_from_type_v2(gelu, torch.Tensor, (tensor,), {}) calls gelu(tensor)."""
+    _checkpoint_with(path, global_op('torch._tensor', '_rebuild_from_type_v2') +
+                     tuple_of([_gelu(), global_op('torch', 'Tensor'), tuple_of([_tensor_leaf()]), EMPTY_DICT]) + REDUCE)
+
+
+def calls_via_reconstructor(path):
+    """copyreg._reconstructor(cls, base, state) makes base.__new__(cls): here cls is gelu."""
+    _checkpoint_with(path, global_op('copyreg', '_reconstructor') +
+                     tuple_of([_gelu(), global_op('builtins', 'object'), NONE]) + REDUCE)
+
+
+def calls_via_unknown_class(path):
+    """A project's class called with {'f': [gelu]}: its code may call what it is given."""
+    _checkpoint_with(path, global_op('mypackage.layers', 'Block') +
+                     tuple_of([EMPTY_DICT + unicode_op('f') + EMPTY_LIST + _gelu() + APPEND + SETITEM]) + REDUCE)
+
+
+def calls_via_newobj(path):
+    """NEWOBJ: gelu.__new__(gelu)."""
+    _checkpoint_with(path, _gelu() + EMPTY_TUPLE + NEWOBJ)
+
+
+def calls_via_inst(path):
+    """INST torch._C._nn gelu: the protocol-0 spelling of a call."""
+    _checkpoint_with(path, MARK + inst_op('torch._C._nn', 'gelu'))
+
+
+def calls_via_obj(path):
+    """OBJ with gelu as the class."""
+    _checkpoint_with(path, MARK + _gelu() + OBJ)
+
+
+def function_module_attribute(path):
+    """torch.nn.functional.os is the os module: a name under a function
+    module is still judged as a gadget."""
+    _checkpoint_with(path, global_op('torch.nn.functional', 'os'))
+
+
+def function_reading_files(path):
+    """A method that reads files (from_file), under a function module: refused even held."""
+    _checkpoint_with(path, global_op('torch._C._nn', 'from_file'))
+
+
 def pop_below_mark(path):
     """`(l(0l`: POP of an empty mark region then LIST left the mark above the
     stack top (std::length_error, no file named; diff aborted)."""
@@ -583,6 +705,20 @@ ATTACKS = {
     'laughs_objects.pt': laughs_objects,
     'laughs_padded.pt': laughs_padded,
     'pop_below_mark.pt': pop_below_mark,
+    'held_functions.pt': held_functions,
+    'calls_function.pt': calls_function,
+    'calls_function_via_memo.pt': calls_function_via_memo,
+    'calls_partial.pt': calls_partial,
+    'calls_partial_set_by_state.pt': calls_partial_set_by_state,
+    'calls_partial_after_call.pt': calls_partial_after_call,
+    'calls_via_rebuild_from_type.pt': calls_via_rebuild_from_type,
+    'calls_via_reconstructor.pt': calls_via_reconstructor,
+    'calls_via_unknown_class.pt': calls_via_unknown_class,
+    'calls_via_newobj.pt': calls_via_newobj,
+    'calls_via_inst.pt': calls_via_inst,
+    'calls_via_obj.pt': calls_via_obj,
+    'function_module_attribute.pt': function_module_attribute,
+    'function_reading_files.pt': function_reading_files,
     'zip_declares_4gib_pickle.pt': zip_declares_4gib_pickle,
     'deflate_bomb_pickle.pt': deflate_bomb_pickle,
     'deflate_bomb_storage.pt': deflate_bomb_storage,

@@ -86,7 +86,7 @@ GADGETS = [
     ('torch.fx.experimental.symbolic_shapes', 'ShapeEnv.evaluate_guards_expression'),
     ('torch.serialization', 'load'), ('torch.utils.collect_env', 'run'), ('numpy.f2py.crackfortran', 'getlincoef'),
     ('numpy.testing._private.utils', 'runstring'), ('operator', 'attrgetter'), ('_operator', 'itemgetter'),
-    ('operator', 'methodcaller'), ('functools', 'partial'), ('importlib', 'import_module'), ('marshal', 'loads'),
+    ('operator', 'methodcaller'), ('importlib', 'import_module'), ('marshal', 'loads'),
     ('pip', 'main'), ('venv', 'create'), ('timeit', 'timeit'), ('cProfile', 'run'), ('profile', 'run'),
     ('trace', 'Trace'), ('pdb', 'run'), ('bdb', 'Bdb'), ('code', 'InteractiveInterpreter.runcode'),
     ('idlelib.pyshell', 'ModifiedInterpreter'), ('lib2to3.pgen2.driver', 'Driver'),

@@ -82,6 +82,36 @@ TEST(Unpickler, StackGlobalIsCheckedLikeGlobal) {
   expect_error([&] { parse(graph, p.str()); }, ErrorKind::kUnsafe, "'os.system'");
 }
 
+TEST(Unpickler, RefusesCallsOfFunctionsHeldAsValues) {
+  // Held: {'act': gelu, 'norm': partial(LayerNorm)} is data.
+  ValueGraph held;
+  const Value* root = parse(held, PickleBytes().proto().raw("}(").unicode("act").global("torch._C._nn", "gelu")
+                                      .unicode("norm").global("functools", "partial")
+                                      .raw("(").global("mypkg", "LayerNorm").raw("tR").raw("u").stop().str());
+  ASSERT_EQ(root->entries().size(), 2u);
+  EXPECT_TRUE(root->entries()[0].second->is_global("torch._C._nn", "gelu"));
+  EXPECT_FALSE(root->entries()[0].second->called);
+  const std::string refused = "the pickle calls 'torch._C._nn.gelu' while it is loaded";
+  // Called directly, through the memo, as a partial, as an unknown class's argument.
+  for (const std::string& pickle : {
+           PickleBytes().proto().global("torch._C._nn", "gelu").raw(")R").stop().str(),
+           PickleBytes().proto().raw("(").global("torch._C._nn", "gelu").raw("q\x01h\x01)Rl").stop().str(),
+           PickleBytes().proto().global("functools", "partial").raw("(").global("torch._C._nn", "gelu")
+               .raw("tR)R").stop().str(),
+           PickleBytes().proto().global("mypkg", "Block").raw("((").global("torch._C._nn", "gelu").raw("ltR").stop().str(),
+       }) {
+    ValueGraph graph;
+    expect_error([&] { parse(graph, pickle); }, ErrorKind::kUnsafe, refused);
+  }
+  // A partial called first, given gelu by BUILD after: what a called value
+  // gets later is judged as it gets it.
+  ValueGraph later;
+  expect_error([&] {
+    parse(later, PickleBytes().proto().global("functools", "partial").raw("(").global("collections", "OrderedDict")
+                     .raw("tRq\x01)R0h\x01(").global("torch._C._nn", "gelu").raw(")NNtb").stop().str());
+  }, ErrorKind::kUnsafe, refused);
+}
+
 TEST(Unpickler, ErrorUnknownOpcode) {
   ValueGraph graph;
   expect_error([&] { parse(graph, PickleBytes().proto().raw("\xff").str()); }, ErrorKind::kCorrupt,
@@ -154,7 +184,7 @@ TEST(GlobalPolicy, RefusesKnownGadgets) {
            {"torch._dynamo.guards", "GuardBuilder.get"}, {"torch.utils.collect_env", "run"},
            {"torch.fx.experimental.symbolic_shapes", "ShapeEnv.evaluate_guards_expression"},
            {"numpy.f2py.crackfortran", "getlincoef"}, {"numpy.testing._private.utils", "runstring"},
-           {"operator", "attrgetter"}, {"_operator", "methodcaller"}, {"functools", "partial"}, {"marshal", "loads"},
+           {"operator", "attrgetter"}, {"_operator", "methodcaller"}, {"functools", "reduce"}, {"marshal", "loads"},
            {"pip", "main"}, {"venv", "create"}, {"timeit", "timeit"}, {"cProfile", "run"}, {"profile", "run"},
            {"trace", "Trace"}, {"pdb", "run"}, {"bdb", "Bdb"}, {"code", "InteractiveInterpreter.runcode"},
            {"idlelib.pyshell", "ModifiedInterpreter"}, {"lib2to3.pgen2.driver", "Driver"},
@@ -164,6 +194,18 @@ TEST(GlobalPolicy, RefusesKnownGadgets) {
     EXPECT_EQ(c.kind, GlobalKind::kGadget) << module << " " << name;
   }
   EXPECT_EQ(classify_global("torch", "os.system").matched, "os");
+  // Functions a model holds as values (issue 23): data where held, refused
+  // where called (Unpickler.RefusesCallsOfFunctionsHeldAsValues); a gadget
+  // name under their modules stays a gadget.
+  EXPECT_EQ(classify_global("torch._C._nn", "gelu").kind, GlobalKind::kFunction);
+  EXPECT_EQ(classify_global("torch.nn.functional", "relu").kind, GlobalKind::kFunction);
+  EXPECT_EQ(classify_global("torch._C._special", "special_erf").kind, GlobalKind::kFunction);
+  EXPECT_EQ(classify_global("functools", "partial").kind, GlobalKind::kData);
+  EXPECT_EQ(classify_global("torch.nn.functional", "os").kind, GlobalKind::kGadget);
+  EXPECT_EQ(classify_global("torch._C._nn", "from_file").kind, GlobalKind::kGadget);
+  EXPECT_EQ(classify_global("torch._C._nn", "gelu.__globals__").kind, GlobalKind::kGadget);
+  EXPECT_EQ(classify_global("torch._C._nn", "gelu.x").kind, GlobalKind::kGadget);  // dotted: not a plain function
+  EXPECT_EQ(classify_global("torch._C", "_nn").kind, GlobalKind::kGadget);
   EXPECT_EQ(classify_global("torch.serialization", "pickle.loads").matched, "pickle");
   EXPECT_EQ(classify_global("torch", "__builtins__").matched, "a dunder attribute");
 }
