@@ -23,7 +23,13 @@ std::span<const std::byte> Checkpoint::map_storage(size_t storage) const {
   const Storage& s = impl_->storages.at(storage);
   if (s.source.encoding == StorageSource::Encoding::kMemory) return {s.source.memory, static_cast<size_t>(s.nbytes)};
   if (s.source.encoding != StorageSource::Encoding::kStored || s.big_endian) return {};
-  return impl_->input_of(s).view(s.source.offset, s.nbytes, s.source.record);
+  return error_boundary(file_name(), [&]() -> std::span<const std::byte> {
+    const InputFile& input = impl_->input_of(s);
+    input.check_range(s.source.offset, s.nbytes, s.source.record);
+    if (s.nbytes == 0) return {};
+    // A whole-file mapping made for such views; only the pages the caller reads come in.
+    return {input.shared_mapping() + s.source.offset, static_cast<size_t>(s.nbytes)};
+  });
 }
 
 std::shared_ptr<const void> Checkpoint::mapping_owner() const {
@@ -38,7 +44,7 @@ Checkpoint::PrivateBytes Checkpoint::map_storage_private(size_t storage) const {
   if (s.source.encoding != StorageSource::Encoding::kStored || s.big_endian || s.nbytes == 0) return {};
   return error_boundary(file_name(), [&]() -> PrivateBytes {
     const InputFile& input = impl_->input_of(s);
-    input.view(s.source.offset, s.nbytes, s.source.record);  // in range, or Error(kCorrupt)
+    input.check_range(s.source.offset, s.nbytes, s.source.record);
     std::shared_ptr<std::byte> mapping = input.private_mapping();
     if (!mapping) return {};
     return {std::span(mapping.get() + s.source.offset, static_cast<size_t>(s.nbytes)), mapping};

@@ -65,8 +65,8 @@ Item read_item(CheckpointImpl& impl, DistcpFiles& files, const DcpLocation& at, 
       throw Error(ErrorKind::kUnsupported, "it is stored through the transform '" + at.transforms.front() +
                                                "' (FileSystemWriter's _extensions), which ckptfix does not read");
     }
-    const auto bytes = whole->view(at.offset, at.length, "the item");  // Error(kCorrupt) when truncated
-    if (!looks_like_zip(bytes)) {
+    whole->check_range(at.offset, at.length, "the item");  // Error(kCorrupt) when truncated
+    if (!looks_like_zip(whole->read_bytes(at.offset, std::min<uint64_t>(at.length, 4), "the item").span())) {
       throw Error(ErrorKind::kUnsupported, "it is not a torch.save zip (was it saved with "
                                            "serialization_format=SAFETENSORS? ckptfix reads the default format)");
     }
@@ -316,7 +316,8 @@ void read_dcp_checkpoint(CheckpointImpl& impl) {
   }
   const DcpMetadata metadata = [&] {
     try {
-      return parse_dcp_metadata(impl.file->bytes(), impl.limits);
+      const FileBytes metadata = impl.file->read_bytes(0, impl.file->size(), ".metadata");
+      return parse_dcp_metadata(metadata.span(), impl.limits);
     } catch (Error& e) {
       throw e.within(".metadata");
     }

@@ -31,7 +31,11 @@ struct LegacyData {
 void read_legacy_checkpoint(CheckpointImpl& impl) {
   impl.format = CheckpointFormat::kLegacy;
   const InputFile& file = *impl.file;
-  const auto bytes = file.bytes();
+  // The five pickles are parsed where they lie, at the start of the file;
+  // the mapping goes when the reading is done, and the storages' data is
+  // never touched through it.
+  const MappedRange mapped = file.map_range(0, file.size(), "legacy pickles");
+  const std::span<const std::byte> bytes = mapped.span();
   uint64_t pos = 0;
   ValueGraph scratch;  // the header pickles are not part of the checkpoint
 
@@ -98,13 +102,13 @@ void read_legacy_checkpoint(CheckpointImpl& impl) {
       throw Error(ErrorKind::kCorrupt, "legacy storage key list names '" + key->text + "', which the pickle never uses");
     }
     const std::string what = "storage '" + key->text + "' data";
-    auto header = file.view(pos, 8, what + " header");
+    const FileBytes header = file.read_bytes(pos, 8, what + " header");
     LegacyData d;
     d.count = load_le<uint64_t>(header.data());
     d.offset = pos + 8;
     const auto length = checked_mul(d.count, size->second);
     if (!length) throw Error(ErrorKind::kCorrupt, what + " at offset " + hex_offset(pos) + " has an absurd element count");
-    file.view(d.offset, *length, what);  // throws if truncated
+    file.check_range(d.offset, *length, what);  // throws if truncated
     pos = d.offset + *length;
     data.emplace(key->text, d);
   }

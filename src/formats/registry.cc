@@ -37,8 +37,12 @@ constexpr FormatReader kReaders[] = {
 
 // Reads any format; a file named by another (`named_as`: "shard") may not be
 // one that names files itself.
+// Signatures are in the first bytes; the readers read the rest themselves.
+constexpr uint64_t kSignatureBytes = 4096;
+
 void read_checkpoint(CheckpointImpl& impl, std::string_view named_as) {
-  const auto bytes = impl.file->bytes();
+  const FileBytes head = impl.file->head(kSignatureBytes);
+  const std::span<const std::byte> bytes = head.span();
   if (bytes.empty()) throw Error(ErrorKind::kNotCheckpoint, "file is empty");
   if (bytes.size() < 4 && as_chars(bytes) == std::string_view("PK\x03\x04", 4).substr(0, bytes.size())) {
     throw Error(ErrorKind::kCorrupt, "file is " + std::to_string(bytes.size()) +

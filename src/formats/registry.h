@@ -19,9 +19,9 @@ namespace ckptfix {
 
 struct FormatReader {
   std::string_view name;  ///< "zip", "legacy", ... (for messages and docs)
-  /// Whether the file, whose bytes are `file`, is in this format. Cheap: it
-  /// looks at signatures only.
-  bool (*recognizes)(std::span<const std::byte> file);
+  /// Whether the file, whose first bytes (up to 4 KiB) are `head`, is in
+  /// this format. Cheap: it looks at signatures only.
+  bool (*recognizes)(std::span<const std::byte> head);
   /// Reads the whole file into `impl` (whose `file` and `limits` are set),
   /// or throws Error naming what is wrong.
   void (*read)(CheckpointImpl& impl);

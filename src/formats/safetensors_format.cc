@@ -14,7 +14,7 @@ namespace ckptfix {
 bool is_safetensors(std::span<const std::byte> file) { return looks_like_safetensors(file); }
 
 void read_safetensors_checkpoint(CheckpointImpl& impl) {
-  const SafetensorsHeader header = parse_safetensors_header(impl.file->bytes());
+  const SafetensorsHeader header = read_safetensors_header(*impl.file);
   impl.format = CheckpointFormat::kSafetensors;
   Value* root = begin_built_state_dict(impl);
   impl.safetensors_metadata = header.metadata;

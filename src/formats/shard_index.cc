@@ -98,7 +98,12 @@ void read_shard_index(CheckpointImpl& impl) {
   if (impl.file->fd() < 0) {
     throw Error(ErrorKind::kUnsupported, "a shard index held in memory has no directory to find its shards in");
   }
-  const ShardIndex index = parse_shard_index(as_chars(impl.file->bytes()), impl.limits.max_storages);
+  if (impl.file->size() > kMaxIndexBytes) {
+    throw Error(ErrorKind::kLimit, "the index is " + std::to_string(impl.file->size()) + " bytes, more than " +
+                                       std::to_string(kMaxIndexBytes));
+  }
+  const FileBytes text = impl.file->read_bytes(0, impl.file->size(), "shard index");
+  const ShardIndex index = parse_shard_index(as_chars(text.span()), impl.limits.max_storages);
   const std::map<std::string, std::string>& shard_of = index.shard_of;
   const std::set<std::string>& shard_names = index.shards;
   const std::optional<uint64_t>& total_size = index.total_size;

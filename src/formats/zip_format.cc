@@ -107,14 +107,17 @@ void read_zip_checkpoint(CheckpointImpl& impl) {
   // inflated into memory.
   UnpickleOptions unpickle_options;
   std::string inflated;
+  MappedRange mapped;  // the stored data.pkl, unmapped once it is parsed
   std::span<const std::byte> pickle_bytes;
   if (pickle->method == 0 && impl.leave_payloads_in_file) {
-    pickle_bytes = zip.view_stored(*pickle);
+    mapped = zip.map_stored(*pickle);
+    pickle_bytes = mapped.span();
     unpickle_options.leave_in_file_from = kPayloadInFileFrom;
     unpickle_options.file_offset = pickle->data_offset;
     unpickle_options.max_held_bytes = impl.limits.max_pickle_bytes;
   } else if (pickle->method == 0) {
-    pickle_bytes = zip.view_stored(*pickle, impl.limits.max_pickle_bytes, "max_pickle_bytes");
+    mapped = zip.map_stored(*pickle, impl.limits.max_pickle_bytes, "max_pickle_bytes");
+    pickle_bytes = mapped.span();
   } else {
     inflated = zip.read_all(*pickle, impl.limits.max_pickle_bytes, "max_pickle_bytes");
     pickle_bytes = as_bytes(inflated);

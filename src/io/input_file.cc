@@ -1,7 +1,9 @@
 #include "io/input_file.h"
 
 #include <cerrno>
+#include <algorithm>
 #include <cstring>
+#include <utility>
 #include <fcntl.h>
 #include <sys/mman.h>
 #include <sys/stat.h>
@@ -43,28 +45,23 @@ std::shared_ptr<const InputFile> InputFile::open(const std::filesystem::path& pa
   if (file->size_ > 0 && file->size_ <= kReadWholeBelow) {
     // Small files are read: mapping and unmapping costs page-table work and,
     // in a process converting several files at once, TLB shootdowns that
-    // stall every thread.
+    // stall every thread. Larger ones are read in windows (see the header).
     file->memory_.resize(file->size_);
     file->read_fd(0, std::span(reinterpret_cast<std::byte*>(file->memory_.data()), file->size_), "file");
     file->base_ = reinterpret_cast<const std::byte*>(file->memory_.data());
-  } else if (file->size_ > 0) {
-    void* base = ::mmap(nullptr, file->size_, PROT_READ, MAP_SHARED, file->fd_, 0);
-    if (base == MAP_FAILED) {
-      throw Error(ErrorKind::kIo, std::string("cannot map: ") + std::strerror(errno)).in_file(file->name_);
-    }
-    file->base_ = static_cast<const std::byte*>(base);
   }
   return file;
 }
 
 std::shared_ptr<const InputFile> InputFile::slice(std::shared_ptr<const InputFile> whole, uint64_t offset,
                                                  uint64_t length, std::string name) {
-  const std::span<const std::byte> bytes = whole->view(offset, length, name);
+  whole->check_range(offset, length, name);
   std::shared_ptr<InputFile> file(new InputFile());
   file->name_ = std::move(name);
   file->path_ = whole->path_;
   file->size_ = length;
-  file->base_ = bytes.data();
+  if (whole->memory() != nullptr) file->base_ = whole->memory() + offset;
+  file->slice_offset_ = offset;
   file->whole_ = std::move(whole);
   return file;
 }
@@ -80,26 +77,58 @@ std::shared_ptr<const InputFile> InputFile::from_memory(std::string bytes, std::
 }
 
 InputFile::~InputFile() {
-  if (base_ != nullptr && memory_.empty() && !whole_) ::munmap(const_cast<std::byte*>(base_), size_);
+  if (shared_ != nullptr && !whole_) ::munmap(const_cast<std::byte*>(shared_), size_);
   if (fd_ >= 0) ::close(fd_);
 }
 
-std::span<const std::byte> InputFile::view(uint64_t offset, uint64_t length, std::string_view what) const {
+void InputFile::check_range(uint64_t offset, uint64_t length, std::string_view what) const {
   if (offset > size_ || length > size_ - offset) {
     throw Error(ErrorKind::kCorrupt, std::string(what) + " at offset " + hex_offset(offset) + " (" +
                                          std::to_string(length) + " bytes) extends past the end of the file (" +
                                          std::to_string(size_) + " bytes); the file is truncated or damaged")
         .in_file(name_);
   }
-  return {base_ + offset, static_cast<size_t>(length)};
+}
+
+FileBytes InputFile::read_bytes(uint64_t offset, uint64_t length, std::string_view what) const {
+  check_range(offset, length, what);
+  if (memory() != nullptr) return FileBytes::view({memory() + offset, static_cast<size_t>(length)});
+  std::vector<std::byte> out(static_cast<size_t>(length));
+  read(offset, out, what);
+  return FileBytes::owned(std::move(out));
+}
+
+FileBytes InputFile::head(uint64_t n) const { return read_bytes(0, std::min(n, size_), "file start"); }
+
+MappedRange InputFile::map_range(uint64_t offset, uint64_t length, std::string_view what) const {
+  check_range(offset, length, what);
+  MappedRange out;
+  if (memory() != nullptr || length == 0) {
+    out.span_ = {memory() != nullptr ? memory() + offset : nullptr, static_cast<size_t>(length)};
+    return out;
+  }
+  if (whole_) return whole_->map_range(slice_offset_ + offset, length, what);
+  const uint64_t page = static_cast<uint64_t>(::sysconf(_SC_PAGESIZE));
+  const uint64_t start = offset / page * page;
+  const size_t mapped = static_cast<size_t>(offset - start + length);
+  void* base = ::mmap(nullptr, mapped, PROT_READ, MAP_SHARED, fd_, static_cast<off_t>(start));
+  if (base == MAP_FAILED) {
+    throw Error(ErrorKind::kIo, std::string("cannot map: ") + std::strerror(errno)).in_file(name_).at(std::string(what));
+  }
+  out.mapping_ = base;
+  out.mapped_size_ = mapped;
+  out.span_ = {static_cast<const std::byte*>(base) + (offset - start), static_cast<size_t>(length)};
+  return out;
 }
 
 void InputFile::read(uint64_t offset, std::span<std::byte> out, std::string_view what) const {
-  if (offset > size_ || out.size() > size_ - offset) {
-    view(offset, out.size(), what);  // throws the truncation error
+  check_range(offset, out.size(), what);
+  if (memory() != nullptr) {
+    std::memcpy(out.data(), memory() + offset, out.size());
+    return;
   }
-  if (!memory_.empty() || fd_ < 0) {  // in memory
-    std::memcpy(out.data(), base_ + offset, out.size());
+  if (whole_) {
+    whole_->read(slice_offset_ + offset, out, what);
     return;
   }
   read_fd(offset, out, what);
@@ -124,9 +153,22 @@ void InputFile::read_fd(uint64_t offset, std::span<std::byte> out, std::string_v
   }
 }
 
+const std::byte* InputFile::shared_mapping() const {
+  if (memory() != nullptr) return memory();
+  if (size_ == 0) return nullptr;
+  if (whole_) return whole_->shared_mapping() + slice_offset_;
+  std::lock_guard<std::mutex> lock(mapping_mutex_);
+  if (shared_ == nullptr) {
+    void* base = ::mmap(nullptr, size_, PROT_READ, MAP_SHARED, fd_, 0);
+    if (base == MAP_FAILED) throw Error(ErrorKind::kIo, std::string("cannot map: ") + std::strerror(errno)).in_file(name_);
+    shared_ = static_cast<const std::byte*>(base);
+  }
+  return shared_;
+}
+
 std::shared_ptr<std::byte> InputFile::private_mapping() const {
   if (fd_ < 0 || size_ == 0) return nullptr;
-  std::lock_guard<std::mutex> lock(private_mutex_);
+  std::lock_guard<std::mutex> lock(mapping_mutex_);
   if (std::shared_ptr<std::byte> existing = private_.lock()) return existing;
   void* base = ::mmap(nullptr, size_, PROT_READ | PROT_WRITE, MAP_PRIVATE, fd_, 0);
   if (base == MAP_FAILED) throw Error(ErrorKind::kIo, std::string("cannot map: ") + std::strerror(errno)).in_file(name_);
@@ -137,8 +179,44 @@ std::shared_ptr<std::byte> InputFile::private_mapping() const {
 }
 
 void InputFile::advise_sequential(uint64_t offset, uint64_t length) const {
+  if (whole_) {
+    whole_->advise_sequential(slice_offset_ + offset, length);
+    return;
+  }
   if (fd_ < 0) return;
   ::posix_fadvise(fd_, static_cast<off_t>(offset), static_cast<off_t>(length), POSIX_FADV_SEQUENTIAL);
+}
+
+FileBytes FileBytes::view(std::span<const std::byte> bytes) {
+  FileBytes out;
+  out.span_ = bytes;
+  return out;
+}
+
+FileBytes FileBytes::owned(std::vector<std::byte> bytes) {
+  FileBytes out;
+  out.owned_ = std::move(bytes);
+  out.span_ = out.owned_;
+  return out;
+}
+
+MappedRange::~MappedRange() {
+  if (mapping_ != nullptr) ::munmap(mapping_, mapped_size_);
+}
+
+MappedRange::MappedRange(MappedRange&& other) noexcept
+    : mapping_(std::exchange(other.mapping_, nullptr)),
+      mapped_size_(std::exchange(other.mapped_size_, 0)),
+      span_(std::exchange(other.span_, {})) {}
+
+MappedRange& MappedRange::operator=(MappedRange&& other) noexcept {
+  if (this != &other) {
+    if (mapping_ != nullptr) ::munmap(mapping_, mapped_size_);
+    mapping_ = std::exchange(other.mapping_, nullptr);
+    mapped_size_ = std::exchange(other.mapped_size_, 0);
+    span_ = std::exchange(other.span_, {});
+  }
+  return *this;
 }
 
 }  // namespace ckptfix

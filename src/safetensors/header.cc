@@ -5,6 +5,7 @@
 
 #include "ckptfix/error.h"
 #include "io/bytes.h"
+#include "io/input_file.h"
 #include "json/json.h"
 
 namespace ckptfix {
@@ -136,20 +137,25 @@ bool looks_like_safetensors(std::span<const std::byte> file) {
 }
 
 SafetensorsHeader parse_safetensors_header(std::span<const std::byte> file) {
-  if (file.size() < 8) {
-    throw Error(ErrorKind::kCorrupt, "file is " + std::to_string(file.size()) +
+  return parse_safetensors_header(file, file.size());
+}
+
+SafetensorsHeader parse_safetensors_header(std::span<const std::byte> head, uint64_t file_size) {
+  if (file_size < 8 || head.size() < 8) {
+    throw Error(ErrorKind::kCorrupt, "file is " + std::to_string(file_size) +
                                          " bytes, shorter than a safetensors header length");
   }
-  const uint64_t n = load_le<uint64_t>(file.data());
+  const uint64_t n = load_le<uint64_t>(head.data());
   if (n > kMaxSafetensorsHeader) {
     throw corrupt_at("safetensors header", "header length " + std::to_string(n) + " exceeds the format's limit of " +
                                                std::to_string(kMaxSafetensorsHeader) + " bytes");
   }
-  if (n > file.size() - 8) {
+  if (n > file_size - 8) {
     throw corrupt_at("safetensors header", "header length " + std::to_string(n) + " runs past the end of the file (" +
-                                               std::to_string(file.size()) + " bytes); the file is truncated");
+                                               std::to_string(file_size) + " bytes); the file is truncated");
   }
-  const std::string_view text = as_chars(file.subspan(8, n));
+  if (n > head.size() - 8) throw Error(ErrorKind::kInternal, "parse_safetensors_header: the header was not read whole");
+  const std::string_view text = as_chars(head.subspan(8, n));
   JsonValue root;
   try {
     root = parse_json(text, 8);
@@ -197,7 +203,7 @@ SafetensorsHeader parse_safetensors_header(std::span<const std::byte> file) {
     }
     at = e.end;
   }
-  const uint64_t data = file.size() - header.data_start;
+  const uint64_t data = file_size - header.data_start;
   if (at != data) {
     throw corrupt_at("safetensors header",
                      at > data ? "the tensors need " + std::to_string(at) + " bytes of data but the file holds " +
@@ -235,6 +241,16 @@ std::string encode_safetensors_header(const std::vector<SafetensorsEntry>& entri
   std::string out;
   append_le<uint64_t>(out, json.size());
   return out + json;
+}
+
+SafetensorsHeader read_safetensors_header(const InputFile& file) {
+  // The length, then the header it gives (within the format's limit and the
+  // file): only those bytes are read, never the tensors'.
+  const FileBytes length = file.head(8);
+  uint64_t n = length.size() == 8 ? load_le<uint64_t>(length.data()) : 0;
+  n = std::min({n, kMaxSafetensorsHeader, file.size() - std::min<uint64_t>(file.size(), 8)});
+  const FileBytes head = file.head(8 + n);
+  return parse_safetensors_header(head.span(), file.size());
 }
 
 }  // namespace ckptfix

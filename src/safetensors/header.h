@@ -55,6 +55,15 @@ bool looks_like_safetensors(std::span<const std::byte> file);
 /// Throws Error(kCorrupt) naming the tensor or the byte of the header; a
 /// dtype torch has no type for is Error(kUnsupported).
 SafetensorsHeader parse_safetensors_header(std::span<const std::byte> file);
+/// The same for a file of `file_size` bytes of which `head` holds at least
+/// the first 8 + N (all, when the file is shorter): the header is read, the
+/// tensor bytes are not.
+SafetensorsHeader parse_safetensors_header(std::span<const std::byte> head, uint64_t file_size);
+
+class InputFile;
+/// parse_safetensors_header of a file, reading only the length and the
+/// header (never the tensors' bytes).
+SafetensorsHeader read_safetensors_header(const InputFile& file);
 
 /// The 8-byte length and the JSON header, space-padded to a multiple of 8,
 /// exactly as the safetensors library writes them. `entries` must already

@@ -97,7 +97,7 @@ VerifyReport verify_input_file(const std::filesystem::path& path, const VerifyOp
   ByteChecker checker(options.gpu, report.gpu, options.progress, file ? file->size() : 0);
   try {
     // CRCs first: a damaged record is named even when it would also break the parse.
-    if (file && looks_like_zip(file->bytes())) check_zip_crcs(file, options, checker, report);
+    if (file && looks_like_zip(file->head(4).span())) check_zip_crcs(file, options, checker, report);
     const Checkpoint ck = reparse(path, options.open);
     // A distributed checkpoint's chunk and value zips, each checked whole.
     for (const auto& zip : impl_of(ck).embedded_zips) {
@@ -111,7 +111,7 @@ VerifyReport verify_input_file(const std::filesystem::path& path, const VerifyOp
     // A shard set's zip shards (.bin) have their CRCs checked the same way.
     if (ck.format() == CheckpointFormat::kShardIndex) {
       for (const auto& shard : impl_of(ck).shards) {
-        if (looks_like_zip(shard->bytes())) check_zip_crcs(shard, options, checker, report);
+        if (looks_like_zip(shard->head(4).span())) check_zip_crcs(shard, options, checker, report);
       }
     }
     report.format = ck.format();

@@ -400,11 +400,13 @@ class TensorStreamer {
   // the one case where memory grows with a storage's size).
   void gather(const TensorInfo& t, const Storage& s, Storage part) {
     std::vector<std::byte> whole;
+    MappedRange mapped;  // the stored storage, unmapped when its view is gathered
     std::span<const std::byte> bytes;
     if (s.source.encoding == StorageSource::Encoding::kMemory) {
       bytes = {s.source.memory, static_cast<size_t>(s.nbytes)};
     } else if (s.source.encoding == StorageSource::Encoding::kStored && !s.big_endian) {
-      bytes = impl_.input_of(s).view(s.source.offset, s.nbytes, s.source.record);
+      mapped = impl_.input_of(s).map_range(s.source.offset, s.nbytes, s.source.record);
+      bytes = mapped.span();
     } else {
       whole.resize(s.nbytes);
       StorageReader reader(impl_.input_of(s), s);
@@ -455,7 +457,7 @@ VerifyReport verify_output(const std::filesystem::path& temp, const FilePlan& pl
   report.written = true;
   report.format = CheckpointFormat::kSafetensors;
   const Checkpoint back = Checkpoint::open(temp, options.open);
-  const auto header = parse_safetensors_header(impl_of(back).file->bytes());
+  const auto header = read_safetensors_header(*impl_of(back).file);
   if (header.entries.size() != plan.tensors.size()) {
     throw mismatch("safetensors header", "the header read back lists " + std::to_string(header.entries.size()) +
                                              " tensors, " + std::to_string(plan.tensors.size()) + " were written");

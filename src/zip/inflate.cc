@@ -3,20 +3,52 @@
 #include <algorithm>
 #include <climits>
 #include <string>
+#include <vector>
 #include <zlib.h>
 
 #include "ckptfix/error.h"
+#include "io/input_file.h"
 
 namespace ckptfix {
 
 struct Inflater::State {
   z_stream stream{};
-  std::span<const std::byte> input;
-  uint64_t consumed = 0;
+  std::span<const std::byte> input;  // what zlib is fed from
+  uint64_t consumed = 0;             // ... of input
+  // A record read from a file: where the rest of it is, and the buffer.
+  const InputFile* file = nullptr;
+  uint64_t file_offset = 0;
+  uint64_t file_left = 0;
+  std::string what;
+  std::vector<std::byte> buffer;
+
+  /// When the input is used up and the file has more: the next buffer of it.
+  void refill() {
+    if (consumed < input.size() || file == nullptr || file_left == 0) return;
+    constexpr uint64_t kBuffer = uint64_t{1} << 20;
+    buffer.resize(static_cast<size_t>(std::min(file_left, kBuffer)));
+    file->read(file_offset, buffer, what);
+    file_offset += buffer.size();
+    file_left -= buffer.size();
+    input = buffer;
+    consumed = 0;
+  }
 };
 
 Inflater::Inflater(std::span<const std::byte> compressed) : state_(std::make_unique<State>()) {
   state_->input = compressed;
+  if (inflateInit2(&state_->stream, -MAX_WBITS) != Z_OK) {
+    throw Error(ErrorKind::kIo, "cannot initialise zlib");
+  }
+}
+
+Inflater::Inflater(const InputFile& file, uint64_t offset, uint64_t length, std::string what)
+    : state_(std::make_unique<State>()) {
+  file.check_range(offset, length, what);
+  state_->file = &file;
+  state_->file_offset = offset;
+  state_->file_left = length;
+  state_->what = std::move(what);
   if (inflateInit2(&state_->stream, -MAX_WBITS) != Z_OK) {
     throw Error(ErrorKind::kIo, "cannot initialise zlib");
   }
@@ -28,6 +60,7 @@ uint64_t Inflater::read(std::span<std::byte> out) {
   z_stream& z = state_->stream;
   uint64_t produced = 0;
   while (produced < out.size() && !done_) {
+    state_->refill();
     // zlib counts in uInt, so feed and drain at most 1 GiB at a time.
     const uint64_t in_left = state_->input.size() - state_->consumed;
     const uInt in_now = static_cast<uInt>(std::min<uint64_t>(in_left, 1u << 30));

@@ -11,7 +11,7 @@ namespace ckptfix {
 RecordReader::RecordReader(const InputFile& file, uint64_t offset, uint64_t length, RecordEncoding encoding,
                            uint64_t size, std::string what)
     : file_(file), offset_(offset), size_(size), what_(std::move(what)) {
-  if (encoding == RecordEncoding::kDeflated) inflater_ = std::make_unique<Inflater>(file.view(offset, length, what_));
+  if (encoding == RecordEncoding::kDeflated) inflater_ = std::make_unique<Inflater>(file, offset, length, what_);
   if (encoding == RecordEncoding::kLatin1Text) latin1_ = std::make_unique<Latin1TextReader>(file, offset, length, what_);
 }
 

@@ -53,7 +53,7 @@ void ZipReader::read_end_records() {
   }
   // The EOCD ends the file unless a comment follows it (torch writes none).
   const uint64_t scan_start = size > kEocdSize + 0xFFFF ? size - kEocdSize - 0xFFFF : 0;
-  auto tail = file_->view(scan_start, size - scan_start, "end of archive");
+  auto tail = file_->read_bytes(scan_start, size - scan_start, "end of archive");
   uint64_t eocd = UINT64_MAX;
   for (uint64_t i = tail.size() - kEocdSize + 1; i-- > 0;) {
     if (load_le<uint32_t>(tail.data() + i) != kEocdSig) continue;
@@ -68,7 +68,7 @@ void ZipReader::read_end_records() {
                   "the file is truncated or is not a zip archive");
   }
   layout_.eocd_offset = eocd;
-  auto rec = file_->view(eocd, kEocdSize, "end of central directory record");
+  auto rec = file_->read_bytes(eocd, kEocdSize, "end of central directory record");
   const uint16_t disk = load_le<uint16_t>(rec.data() + 4);
   const uint16_t cd_disk = load_le<uint16_t>(rec.data() + 6);
   uint64_t count = load_le<uint16_t>(rec.data() + 10);
@@ -77,10 +77,10 @@ void ZipReader::read_end_records() {
 
   // A zip64 locator immediately before the EOCD points at the zip64 EOCD.
   if (eocd >= kZip64LocatorSize) {
-    auto loc = file_->view(eocd - kZip64LocatorSize, kZip64LocatorSize, "zip64 end of central directory locator");
+    auto loc = file_->read_bytes(eocd - kZip64LocatorSize, kZip64LocatorSize, "zip64 end of central directory locator");
     if (load_le<uint32_t>(loc.data()) == kZip64LocatorSig) {
       const uint64_t z64 = load_le<uint64_t>(loc.data() + 8);
-      auto z = file_->view(z64, kZip64EocdSize, "zip64 end of central directory record");
+      auto z = file_->read_bytes(z64, kZip64EocdSize, "zip64 end of central directory record");
       if (load_le<uint32_t>(z.data()) != kZip64EocdSig) {
         throw corrupt("zip64 end of central directory record expected at offset " + hex_offset(z64) +
                       " (from the locator) but its signature is missing");
@@ -120,7 +120,7 @@ void ZipReader::read_end_records() {
 }
 
 void ZipReader::read_central_directory() {
-  auto cd = file_->view(layout_.central_directory_offset, layout_.central_directory_size, "central directory");
+  auto cd = file_->read_bytes(layout_.central_directory_offset, layout_.central_directory_size, "central directory");
   uint64_t pos = 0;
   entries_.reserve(entry_count_);
   for (uint64_t index = 0; index < entry_count_; ++index) {
@@ -191,16 +191,16 @@ void ZipReader::read_central_directory() {
 }
 
 void ZipReader::locate_data(ZipEntry& e) const {
-  auto h = file_->view(e.header_offset, kLocalHeaderSize, "local header of '" + e.name + "'");
+  auto h = file_->read_bytes(e.header_offset, kLocalHeaderSize, "local header of '" + e.name + "'");
   if (load_le<uint32_t>(h.data()) != kLocalHeaderSig) {
     throw corrupt("local header of '" + e.name + "' expected at offset " + hex_offset(e.header_offset) +
                   " (from the central directory) but its signature is missing");
   }
   const uint16_t name_len = load_le<uint16_t>(h.data() + 26);
   const uint16_t extra_len = load_le<uint16_t>(h.data() + 28);
-  auto name = file_->view(e.header_offset + kLocalHeaderSize, name_len, "local header name of '" + e.name + "'");
-  if (as_chars(name) != e.name) {
-    throw corrupt("local header at offset " + hex_offset(e.header_offset) + " names '" + std::string(as_chars(name)) +
+  auto name = file_->read_bytes(e.header_offset + kLocalHeaderSize, name_len, "local header name of '" + e.name + "'");
+  if (as_chars(name.span()) != e.name) {
+    throw corrupt("local header at offset " + hex_offset(e.header_offset) + " names '" + std::string(as_chars(name.span())) +
                   "' but the central directory says '" + e.name + "'");
   }
   e.data_offset = e.header_offset + kLocalHeaderSize + name_len + extra_len;
@@ -260,14 +260,14 @@ void ZipReader::check_size(const ZipEntry& entry, uint64_t max_size, const char*
 
 std::string ZipReader::read_all(const ZipEntry& entry, uint64_t max_size, const char* limit_name) const {
   check_size(entry, max_size, limit_name);
-  auto raw = file_->view(entry.data_offset, entry.compressed_size, entry.name);
-  if (entry.method == 0) return std::string(as_chars(raw));
+  const FileBytes raw = file_->read_bytes(entry.data_offset, entry.compressed_size, entry.name);
+  if (entry.method == 0) return std::string(as_chars(raw.span()));
   std::string out;
   try {
     // The declared size may be a lie: grow with what comes out, in steps of
     // at most 16 MiB, and never past the declared size.
     constexpr uint64_t kStep = uint64_t{16} << 20;
-    Inflater inflater(raw);
+    Inflater inflater(raw.span());
     uint64_t got = 0;
     while (got < entry.size && !inflater.done()) {
       const uint64_t want = std::min(entry.size - got, std::max<uint64_t>(kStep, got));
@@ -289,11 +289,11 @@ std::string ZipReader::read_all(const ZipEntry& entry, uint64_t max_size, const 
   return out;
 }
 
-std::span<const std::byte> ZipReader::view_stored(const ZipEntry& entry, uint64_t max_size, const char* limit_name) const {
+MappedRange ZipReader::map_stored(const ZipEntry& entry, uint64_t max_size, const char* limit_name) const {
   check_size(entry, max_size, limit_name);
-  if (entry.method != 0) throw Error(ErrorKind::kInternal, "view_stored on a deflated record").at(entry.name);
+  if (entry.method != 0) throw Error(ErrorKind::kInternal, "map_stored on a deflated record").at(entry.name);
   try {
-    return file_->view(entry.data_offset, entry.compressed_size, entry.name);
+    return file_->map_range(entry.data_offset, entry.compressed_size, entry.name);
   } catch (Error& e) {
     e.in_file(file_->name());
     throw;

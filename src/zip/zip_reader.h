@@ -78,11 +78,12 @@ class ZipReader {
   /// read whole (data.pkl, version, byteorder).
   std::string read_all(const ZipEntry& entry, uint64_t max_size, const char* limit_name = nullptr) const;
 
-  /// The bytes of a stored (method 0) entry where they lie in the file's
-  /// mapping: nothing is read until a page is touched. Size checked as by
-  /// read_all.
-  std::span<const std::byte> view_stored(const ZipEntry& entry, uint64_t max_size = UINT64_MAX,
-                                         const char* limit_name = nullptr) const;
+  /// A mapping of a stored (method 0) entry where it lies in the file,
+  /// unmapped when the result goes: nothing is read until a page is touched
+  /// (a pickle parsed in place never touches the large payloads it leaves in
+  /// the file). Size checked as by read_all.
+  MappedRange map_stored(const ZipEntry& entry, uint64_t max_size = UINT64_MAX,
+                         const char* limit_name = nullptr) const;
 
  private:
   void read_end_records();
