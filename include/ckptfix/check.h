@@ -18,6 +18,11 @@ namespace ckptfix {
 
 /// The rules. Empty fields add no rule.
 struct CheckOptions {
+  /// The torch releases the file must load with (default torch.load,
+  /// weights_only=True): each one's allowlist judges the globals, and a
+  /// violation names the releases that would refuse. Empty: the newest
+  /// release ckptfix models (default_torch_version()).
+  std::vector<TorchVersion> torch;
   /// Globals outside torch's weights_only allowlist that are trusted anyway
   /// (fnmatch globs on "module.name", e.g. "mypkg.*"). Known gadgets never
   /// open, whatever these say.
@@ -50,8 +55,10 @@ struct CheckReport {
   /// Every rule broken, in the order the rules are listed above.
   std::vector<CheckViolation> violations;
   /// What the default torch.load would do (none when the CRC rule stopped
-  /// the check before the file was opened).
+  /// the check before the file was opened): of the oldest release checked.
   std::optional<WeightsOnlyVerdict> weights_only;
+  /// The same for each release checked, oldest first.
+  std::vector<WeightsOnlyVerdict> weights_only_by_torch;
   /// True when nothing was found.
   bool passed() const { return violations.empty(); }
 };

@@ -25,6 +25,7 @@
 
 #include "ckptfix/dtype.h"
 #include "ckptfix/globals.h"
+#include "ckptfix/torch_version.h"
 
 namespace ckptfix {
 
@@ -132,8 +133,13 @@ struct GlobalRef {
   std::string module;  ///< e.g. "collections"
   std::string name;    ///< e.g. "OrderedDict"
   GlobalKind kind = GlobalKind::kUnknown;  ///< how ckptfix judges it
-  /// torch.load(weights_only=True), the default since torch 2.6, accepts it.
-  bool weights_only() const { return kind == GlobalKind::kWeightsOnly; }
+  /// kWeightsOnly: the first torch release whose allowlist has it.
+  TorchVersion allowed_since{2, 6};
+  /// torch.load(weights_only=True), the default since torch 2.6, accepts it
+  /// in `torch` (default: the newest release ckptfix models).
+  bool weights_only(TorchVersion torch = default_torch_version()) const {
+    return kind == GlobalKind::kWeightsOnly && allowed_since <= torch;
+  }
   /// "module.name".
   std::string dotted() const { return module + "." + name; }
 };

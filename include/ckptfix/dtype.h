@@ -6,6 +6,8 @@
 #include <string>
 #include <string_view>
 
+#include "ckptfix/torch_version.h"
+
 namespace ckptfix {
 
 /// Element types a torch checkpoint can hold.
@@ -48,6 +50,10 @@ enum class DType : uint8_t {
 
 /// torch's name: "float32", "bfloat16", "int64", ...
 std::string_view dtype_name(DType dtype);
+/// The first torch release whose torch.load reads tensors of `dtype`:
+/// float8_e8m0fnu 2.7 (pytorch PR #147466), float4_e2m1fn_x2 2.8 (#148791),
+/// bcomplex32 2.14 (#186928); 2.6 (the oldest ckptfix models) for the rest.
+TorchVersion first_torch_loading(DType dtype);
 /// Bytes per element of a storage (1 for the packed sub-byte quantized types).
 uint32_t element_size(DType dtype);
 /// Tensor elements per storage element: 2 for quint4x2 and 4 for quint2x4,

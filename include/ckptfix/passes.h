@@ -23,6 +23,7 @@
 #include <vector>
 
 #include "ckptfix/checkpoint.h"
+#include "ckptfix/torch_version.h"
 
 namespace ckptfix {
 
@@ -47,6 +48,15 @@ struct PassOptions {
   std::optional<std::string> to_device;
   /// Retag exactly matching locations (like a dict map_location).
   std::vector<std::pair<std::string, std::string>> device_map;
+
+  /// The torch release the output is for (torch_version.h): what a cast
+  /// gives where releases differ (float8_e4m3fn overflow: saturated since
+  /// 2.13, NaN before), what weights_only keeps (that release's allowlist),
+  /// and the dtypes the output may hold (a tensor of a dtype that release
+  /// cannot load fails the input, Error kUnsupported naming the key, the
+  /// dtype and the release). nullopt: the newest release ckptfix models,
+  /// and no dtype is refused (the output holds what the input held).
+  std::optional<TorchVersion> torch;
 
   /// Convert floating tensors to this type.
   std::optional<DType> cast_to;
@@ -104,6 +114,10 @@ struct PassReport {
   uint64_t cast_bytes_after = 0;
   /// The type storages were cast to (set when a cast was planned).
   std::optional<DType> cast_to;
+  /// The torch release whose rules the cast follows (PassOptions::torch, or
+  /// the newest ckptfix models): float8_e4m3fn overflow saturates to ±448
+  /// from 2.13 on, and becomes NaN before.
+  TorchVersion cast_torch = default_torch_version();
   /// Things the user should know (e.g. a shared storage that could not be cast).
   std::vector<std::string> warnings;
   /// Dicts the passes were applied to.

@@ -22,6 +22,7 @@ void byteswap_in_place(std::span<std::byte> data, uint32_t unit) {
 ElementTransform::ElementTransform(const Storage& storage)
     : from_(storage.dtype),
       to_(storage.output_dtype()),
+      rules_(storage.cast_rules),
       swap_(storage.big_endian),
       in_size_(element_size(from_)),
       out_size_(element_size(to_)),
@@ -43,9 +44,9 @@ size_t ElementTransform::apply(std::span<const std::byte> in, std::byte* out) {
     } else if (swap_) {  // swap a copy, then convert it into the output
       swapped_.assign(piece.begin(), piece.end());
       byteswap_in_place(swapped_, swap_unit(from_));
-      stats_ += convert_elements(from_, to_, swapped_.data(), dst, count, {next_element_, total_elements_});
+      stats_ += convert_elements(from_, to_, swapped_.data(), dst, count, {next_element_, total_elements_}, rules_);
     } else {
-      stats_ += convert_elements(from_, to_, piece.data(), dst, count, {next_element_, total_elements_});
+      stats_ += convert_elements(from_, to_, piece.data(), dst, count, {next_element_, total_elements_}, rules_);
     }
     next_element_ += count;
   }

@@ -34,6 +34,7 @@ class ElementTransform {
 
  private:
   DType from_, to_;
+  CastRules rules_;
   bool swap_;
   size_t in_size_, out_size_;
   uint64_t total_elements_;

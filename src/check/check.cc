@@ -22,13 +22,31 @@ bool trusted(const std::vector<std::string>& patterns, const std::string& global
   return std::any_of(patterns.begin(), patterns.end(), [&](const std::string& p) { return glob_match(p, global); });
 }
 
-// What the default torch.load refuses, less the globals the project trusts.
-void check_weights_only(const CheckOptions& options, const Checkpoint& ck, const WeightsOnlyVerdict& verdict,
-                        std::vector<CheckViolation>& found) {
+// The releases of `torch` (sorted) for which `refuses` holds, as text:
+// "2.6", "2.6 and 2.11", "2.6, 2.11 and 2.13".
+template <typename F>
+std::string refusing(const std::vector<TorchVersion>& torch, F&& refuses) {
+  std::vector<std::string> names;
+  for (const TorchVersion& v : torch) {
+    if (refuses(v)) names.push_back(v.str());
+  }
+  std::string out;
+  for (size_t i = 0; i < names.size(); ++i) out += (i == 0 ? "" : i + 1 == names.size() ? " and " : ", ") + names[i];
+  return out;
+}
+
+// What the default torch.load of each release refuses, less the globals the project trusts.
+void check_weights_only(const CheckOptions& options, const Checkpoint& ck, const std::vector<TorchVersion>& torch,
+                        const WeightsOnlyVerdict& verdict, std::vector<CheckViolation>& found) {
   for (const GlobalRef& g : ck.globals()) {
-    if (g.weights_only() || trusted(options.allow_globals, g.dotted())) continue;
-    found.push_back({"global '" + g.dotted() + "'", "is outside the weights_only allowlist of torch.load (" +
-                                                       std::string(global_kind_description(g.kind)) + ")"});
+    if (trusted(options.allow_globals, g.dotted())) continue;
+    const std::string releases = refusing(torch, [&](TorchVersion v) { return !g.weights_only(v); });
+    if (releases.empty()) continue;
+    std::string what = "is outside the weights_only allowlist of torch.load";
+    if (!options.torch.empty()) what += " in torch " + releases;
+    if (g.kind == GlobalKind::kWeightsOnly) what += " (allowed from torch " + g.allowed_since.str() + " on)";
+    else what += " (" + std::string(global_kind_description(g.kind)) + ")";
+    found.push_back({"global '" + g.dotted() + "'", what});
   }
   for (const std::string& opcode : verdict.opcodes) {
     found.push_back({"opcode " + opcode,
@@ -88,6 +106,7 @@ void validate_check_options(const CheckOptions& options) {
     if (p.empty()) throw Error(ErrorKind::kInvalidArgument, "`no_prefixes` needs a non-empty prefix");
   }
   if (!options.device.empty()) validate_device(options.device);
+  for (const TorchVersion& v : options.torch) modeled_torch_version(v);
 }
 
 CheckReport check_file(const std::filesystem::path& file, const CheckOptions& options) {
@@ -109,8 +128,13 @@ CheckReport check_file(const std::filesystem::path& file, const CheckOptions& op
   // Opening is the first check: a sound structure, no known gadget.
   Checkpoint ck = Checkpoint::open(file, options.open);
   return error_boundary(ck.file_name(), [&] {
-    report.weights_only = weights_only_verdict(ck);
-    check_weights_only(options, ck, *report.weights_only, report.violations);
+    std::vector<TorchVersion> torch = options.torch;
+    if (torch.empty()) torch.push_back(default_torch_version());
+    std::sort(torch.begin(), torch.end());
+    torch.erase(std::unique(torch.begin(), torch.end()), torch.end());
+    for (const TorchVersion& v : torch) report.weights_only_by_torch.push_back(weights_only_verdict(ck, v));
+    report.weights_only = report.weights_only_by_torch.front();
+    check_weights_only(options, ck, torch, *report.weights_only, report.violations);
     if (!options.device.empty()) check_devices(options, ck, report.violations);
     check_dicts(options, ck, report.violations);
     return report;

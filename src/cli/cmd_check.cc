@@ -4,7 +4,8 @@
 // "FILE: WHERE: WHAT" and exits 1 when there is any. By default a file
 // passes when it opens and the default torch.load (weights_only=True, torch
 // >= 2.6) would load it: every global on torch's allowlist (or trusted with
-// --allow-global), every pickle opcode in torch's weights_only subset.
+// --allow-global), every pickle opcode in torch's weights_only subset; of the
+// newest torch ckptfix models, or of each release --torch names.
 #include <algorithm>
 
 #include "ckptfix/check.h"
@@ -26,6 +27,7 @@ struct CheckArgs {
   bool safe = false;  // the default since globals are judged by an allowlist; kept for old scripts
   bool crc = false;
   std::vector<std::string> keys;
+  std::vector<std::string> torch;  // --torch 2.6,2.11,2.14
 };
 
 int run(const CheckArgs& args) {
@@ -39,6 +41,7 @@ int run(const CheckArgs& args) {
     for (const std::string& d : args.dtypes) options.dtypes.push_back(parse_user_dtype(d, "--dtype"));
     options.keys = args.keys;
     options.crc = args.crc;
+    for (const std::string& v : args.torch) options.torch.push_back(parse_user_torch(v));
     validate_check_options(options);
     inputs = expand_inputs(args.batch);
   } catch (const Error& e) {
@@ -57,6 +60,14 @@ int run(const CheckArgs& args) {
       };
       CheckReport report = check_file(input.path, file_options);
       if (report.weights_only) o.doc["weights_only"] = weights_only_json(*report.weights_only);
+      if (!args.torch.empty()) {
+        o.doc["weights_only_by_torch"] = nlohmann::json::array();
+        for (const WeightsOnlyVerdict& v : report.weights_only_by_torch) {
+          nlohmann::json j = weights_only_json(v);
+          j["torch"] = v.torch.str();
+          o.doc["weights_only_by_torch"].push_back(std::move(j));
+        }
+      }
       violations = std::move(report.violations);
     } catch (const std::exception& e) {
       // A file that does not open (damaged, dangerous, not a checkpoint) fails
@@ -111,6 +122,11 @@ CommandRun register_check(CLI::App& app) {
   cmd->add_flag("--crc", args->crc, "Every record's CRC-32 must be right");
   cmd->add_option("--key", args->keys, "Check the dicts at these paths instead of the state dicts (repeatable)")
       ->allow_extra_args(false);
+  cmd->add_option("--torch", args->torch,
+                  torch_option_help("whose default torch.load must load the file; several, comma-separated "
+                                    "(--torch 2.6,2.11,2.14), name the releases that would refuse"))
+      ->allow_extra_args(false)
+      ->delimiter(',');
   return [args] { return run(*args); };
 }
 

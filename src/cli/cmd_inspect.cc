@@ -11,6 +11,7 @@
 #include "cli/batch.h"
 #include "cli/commands.h"
 #include "cli/report.h"
+#include "cli/rewrite.h"
 
 namespace ckptfix::cli {
 namespace {
@@ -20,7 +21,7 @@ struct Totals {
   uint64_t bytes = 0;
 };
 
-nlohmann::json describe(const Checkpoint& ck, nlohmann::json& all_tensors) {
+nlohmann::json describe(const Checkpoint& ck, TorchVersion torch, nlohmann::json& all_tensors) {
   nlohmann::json doc;
   doc["path"] = ck.file_name();
   doc["status"] = "ok";
@@ -71,9 +72,20 @@ nlohmann::json describe(const Checkpoint& ck, nlohmann::json& all_tensors) {
   }
   doc["globals"] = nlohmann::json::array();
   for (const GlobalRef& g : ck.globals()) {
-    doc["globals"].push_back({{"name", g.dotted()}, {"kind", global_kind_name(g.kind)}, {"safe", g.weights_only()}});
+    nlohmann::json j = {{"name", g.dotted()}, {"kind", global_kind_name(g.kind)}, {"safe", g.weights_only(torch)}};
+    if (g.kind == GlobalKind::kWeightsOnly) j["allowed_since"] = g.allowed_since.str();
+    doc["globals"].push_back(std::move(j));
   }
-  doc["weights_only"] = weights_only_json(weights_only_verdict(ck));
+  doc["weights_only"] = weights_only_json(weights_only_verdict(ck, torch));
+  doc["weights_only"]["torch"] = torch.str();
+  // Every release ckptfix models, the same verdicts merged into runs.
+  doc["weights_only_by_torch"] = nlohmann::json::array();
+  for (const WeightsOnlyRange& r : weights_only_by_release(ck)) {
+    nlohmann::json j = weights_only_json(r.verdict);
+    j["from"] = r.from.str();
+    j["to"] = r.to.str();
+    doc["weights_only_by_torch"].push_back(std::move(j));
+  }
 
   doc["storages"] = nlohmann::json::array();
   for (const StorageInfo& s : storages) {
@@ -105,7 +117,7 @@ nlohmann::json describe(const Checkpoint& ck, nlohmann::json& all_tensors) {
 
 // Everything from the file (names, keys, devices) goes through printable():
 // a key cannot move the cursor, clear the screen or start a line of its own.
-void print_human(const Checkpoint& ck, const nlohmann::json& doc, std::ostream& out) {
+void print_human(const Checkpoint& ck, TorchVersion torch, const nlohmann::json& doc, std::ostream& out) {
   out << printable(ck.file_name()) << ": " << format_name(ck.format()) << " checkpoint";
   if (ck.format() == CheckpointFormat::kZip) out << ", archive root '" << printable(ck.archive_root()) << "'";
   if (ck.format() == CheckpointFormat::kShardIndex) {
@@ -147,9 +159,16 @@ void print_human(const Checkpoint& ck, const nlohmann::json& doc, std::ostream& 
     if (sd.in_optimizer) out << " (inside an optimizer state)";
   }
   out << "\n  globals:";
-  for (const GlobalRef& g : ck.globals()) out << "\n    " << printable(g.dotted()) << "  (" << global_kind_description(g.kind) << ")";
-  const WeightsOnlyVerdict verdict = weights_only_verdict(ck);
-  out << "\n  default torch.load (weights_only, torch >= 2.6): " << describe(verdict) << "\n";
+  for (const GlobalRef& g : ck.globals()) {
+    out << "\n    " << printable(g.dotted()) << "  (" << global_kind_description(g.kind);
+    if (g.kind == GlobalKind::kWeightsOnly && g.allowed_since > modeled_torch_versions().front()) {
+      out << " of torch >= " << g.allowed_since.str();
+    }
+    out << ")";
+  }
+  const WeightsOnlyVerdict verdict = weights_only_verdict(ck, torch);
+  out << "\n  default torch.load (weights_only) of torch " << torch.str() << ": " << describe(verdict) << "\n";
+  out << "  torch releases: " << describe_releases(weights_only_by_release(ck)) << "\n";
   if (!verdict.loads) out << "  fix: ckptfix weights-only FILE -o OUT rewrites what it refuses into plain data\n";
 
   // The tensor table, columns sized to their contents.
@@ -174,11 +193,19 @@ void print_human(const Checkpoint& ck, const nlohmann::json& doc, std::ostream& 
   }
 }
 
-int run(const BatchArgs& args) {
+struct InspectArgs {
+  BatchArgs batch;
+  std::optional<std::string> torch;  // --torch VERSION
+};
+
+int run(const InspectArgs& inspect) {
+  const BatchArgs& args = inspect.batch;
   std::vector<Input> inputs;
   OpenOptions open;
+  TorchVersion torch = default_torch_version();
   try {
     open = open_options(args.limits);
+    if (inspect.torch) torch = parse_user_torch(*inspect.torch);
     inputs = expand_inputs(args);
   } catch (const Error& e) {
     print_error(e);
@@ -189,11 +216,11 @@ int run(const BatchArgs& args) {
       Checkpoint ck = Checkpoint::open(input.path, open);
       nlohmann::json tensors = nlohmann::json::array();
       Outcome o;
-      o.doc = describe(ck, tensors);
+      o.doc = describe(ck, torch, tensors);
       o.doc["tensors"] = std::move(tensors);  // moved to the top level by run()
       if (!args.json) {
         std::ostringstream text;
-        print_human(ck, o.doc, text);
+        print_human(ck, torch, o.doc, text);
         o.out = text.str();
       }
       return o;
@@ -215,9 +242,12 @@ int run(const BatchArgs& args) {
 }  // namespace
 
 CommandRun register_inspect(CLI::App& app) {
-  auto args = std::make_shared<BatchArgs>();
+  auto args = std::make_shared<InspectArgs>();
   CLI::App* cmd = app.add_subcommand("inspect", "Show what a checkpoint holds (format, tensors, state dicts, globals)");
-  add_batch_options(cmd, *args);
+  add_batch_options(cmd, args->batch);
+  cmd->add_option_function<std::string>(
+      "--torch", [args](const std::string& v) { args->torch = v; },
+      torch_option_help("whose default torch.load the verdict is for (every release's is shown too)"));
   return [args] { return run(*args); };
 }
 

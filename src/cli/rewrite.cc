@@ -145,10 +145,15 @@ std::vector<std::string> describe(const PassReport& report, const SaveResult* sa
         overflowed += w.overflowed;
         flushed += w.flushed;
       }
-      // float8_e4m3fn has no infinity: torch 2.14 saturates to ±448 instead.
-      const bool saturates = report.cast_to == DType::kFloat8E4M3Fn;
-      s << "; " << overflowed << (saturates ? " values saturated to ±448, " : " values overflowed to inf, ") << flushed
-        << " became 0";
+      // float8_e4m3fn has no infinity: torch >= 2.13 saturates to ±448
+      // instead, earlier releases make NaN.
+      const bool e4m3 = report.cast_to == DType::kFloat8E4M3Fn;
+      const bool saturates = e4m3 && float8_e4m3fn_saturates(report.cast_torch);
+      s << "; " << overflowed
+        << (saturates ? " values saturated to ±448, "
+            : e4m3    ? " values overflowed to NaN (torch " + report.cast_torch.str() + "), "
+                      : " values overflowed to inf, ")
+        << flushed << " became 0";
     }
     lines.push_back(s.str());
   }
@@ -170,6 +175,8 @@ nlohmann::json changes_json(const PassReport& report, const SaveResult* saved) {
       flushed += w.flushed;
     }
   }
+  const bool e4m3 = report.cast_to == DType::kFloat8E4M3Fn;
+  const bool saturates = float8_e4m3fn_saturates(report.cast_torch);
   nlohmann::json dicts = nlohmann::json::array();
   for (const Path& p : report.dicts) dicts.push_back(path_to_json(p));
   nlohmann::json repaired = nlohmann::json::array();
@@ -190,8 +197,10 @@ nlohmann::json changes_json(const PassReport& report, const SaveResult* saved) {
           {"tensors_kept", report.tensors_kept},
           {"cast_bytes_before", report.cast_bytes_before},
           {"cast_bytes_after", report.cast_bytes_after},
-          {"overflowed_to_inf", report.cast_to == DType::kFloat8E4M3Fn ? uint64_t{0} : overflowed},
-          {"saturated_to_max", report.cast_to == DType::kFloat8E4M3Fn ? overflowed : uint64_t{0}},
+          {"overflowed_to_inf", e4m3 ? uint64_t{0} : overflowed},
+          {"saturated_to_max", e4m3 && saturates ? overflowed : uint64_t{0}},
+          {"overflowed_to_nan", e4m3 && !saturates ? overflowed : uint64_t{0}},
+          {"cast_torch", report.cast_torch.str()},
           {"flushed_to_zero", flushed}};
 }
 
@@ -261,9 +270,28 @@ void add_rewrite_options(CLI::App* cmd, RewriteArgs& args) {
   cmd->add_option("--metadata", args.metadata, "safetensors: KEY=VALUE for __metadata__ (repeatable)")
       ->allow_extra_args(false);
   cmd->add_option_function<std::string>(
+      "--torch", [&args](const std::string& version) { args.torch = version; },
+      torch_option_help("the output is for: what a cast gives where releases differ (float8_e4m3fn overflow), "
+                        "what weights-only keeps, and which dtypes the output may hold"));
+  cmd->add_option_function<std::string>(
       "--max-shard-size", [&args](const std::string& size) { args.max_shard_size = size; },
                   "safetensors: write a Hugging Face shard set (-o DIR/model.safetensors): files of at most SIZE "
                   "(5GB, 500MB decimal; 2GiB binary) and model.safetensors.index.json");
+}
+
+TorchVersion parse_user_torch(const std::string& text) {
+  const auto modeled = modeled_torch_versions();
+  const auto v = TorchVersion::parse(text);
+  if (!v || std::find(modeled.begin(), modeled.end(), *v) == modeled.end()) {
+    throw usage("--torch '" + text + "': ckptfix models torch " + modeled.front().str() + " to " +
+                modeled.back().str() + " (e.g. --torch 2.6)");
+  }
+  return *v;
+}
+
+std::string torch_option_help(const std::string& what) {
+  return "The torch release (" + modeled_torch_versions().front().str() + " to " + modeled_torch_versions().back().str() +
+         "; default " + default_torch_version().str() + ") " + what;
 }
 
 void add_key_option(CLI::App* cmd, PassOptions& passes) {
@@ -318,7 +346,9 @@ int run_rewrite(const std::string& command, const RewriteArgs& args, const PassO
     open.leave_payloads_in_file = passes.weights_only;
     inputs = expand_inputs(args.batch);
     validate_outputs(args, inputs);
-    valid_passes = validate_pass_options(passes);
+    PassOptions for_target = passes;
+    if (args.torch) for_target.torch = parse_user_torch(*args.torch);
+    valid_passes = validate_pass_options(std::move(for_target));
     save_options.verify = !args.no_verify;
     save_options.libtorch_pickle = passes.for_libtorch;
     save_options.verify_options.gpu = parse_gpu_mode(args.gpu);

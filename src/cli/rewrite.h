@@ -29,6 +29,7 @@ struct RewriteArgs {
   bool drop_aliases = false;          ///< --drop-aliases (safetensors outputs)
   std::vector<std::string> metadata;  ///< --metadata KEY=VALUE (safetensors outputs)
   std::optional<std::string> max_shard_size;  ///< --max-shard-size SIZE (safetensors outputs: a shard set)
+  std::optional<std::string> torch;           ///< --torch VERSION: the release the output is for
 };
 
 /// Adds the batch options, -o, --out-dir, --in-place, --force, --no-verify, --gpu,
@@ -50,6 +51,11 @@ void finish_remap_options(const std::vector<std::string>& maps, PassOptions& pas
 void finish_cast_options(const std::string& dtype, const std::vector<std::string>& from, PassOptions& passes);
 /// Parses a dtype given on the command line (fp16, bfloat16, ...); throws Error(kInvalidArgument).
 DType parse_user_dtype(const std::string& text, const std::string& flag);
+/// Parses a torch release given with --torch (2.6, 2.11.0, ...): one ckptfix
+/// models; throws Error(kInvalidArgument).
+TorchVersion parse_user_torch(const std::string& text);
+/// The help text of --torch.
+std::string torch_option_help(const std::string& what);
 
 /// Runs `command` over every input. Returns the exit code.
 int run_rewrite(const std::string& command, const RewriteArgs& args, const PassOptions& passes);

@@ -94,9 +94,15 @@ uint16_t float_to_bfloat16_bits_vectorized(float f) { return std::isnan(f) ? 0xF
 
 uint16_t float_to_bfloat16_bits_scalar(float f) { return std::isnan(f) ? 0x7FC0 : bfloat16_round(to_bits(f)); }
 
-uint8_t float_to_float8_e4m3fn_bits(float f) {
-  // c10::detail::fp8e4m3fn_from_fp32_value of torch 2.14 (earlier versions
-  // turned overflow into NaN; 2.14 saturates).
+CastRules cast_rules(TorchVersion torch) {
+  CastRules rules;
+  rules.e4m3fn_saturates = float8_e4m3fn_saturates(torch);
+  return rules;
+}
+
+uint8_t float_to_float8_e4m3fn_bits(float f, bool saturate) {
+  // c10::detail::fp8e4m3fn_from_fp32_value of torch 2.14; before 2.13
+  // (saturate false) overflow, ±inf included, became NaN instead.
   constexpr uint32_t fp8_max = 1087u << 20;      // 480.0f: the first value that rounds past 0x7E
   constexpr uint32_t denorm_mask = 141u << 23;  // adding 2^14 leaves the subnormal's bits at the bottom
   uint32_t f_bits = to_bits(f);
@@ -104,14 +110,14 @@ uint8_t float_to_float8_e4m3fn_bits(float f) {
   f_bits ^= sign;
   uint8_t result;
   if (f_bits >= fp8_max) {
-    result = f_bits > 0x7F800000u ? 0x7F : 0x7E;  // NaN stays NaN; overflow and inf saturate
-  } else if (f_bits < (121u << 23)) {             // below 2^-6, the smallest normal
+    result = f_bits > 0x7F800000u || !saturate ? 0x7F : 0x7E;  // NaN stays NaN; overflow and inf saturate
+  } else if (f_bits < (121u << 23)) {                         // below 2^-6, the smallest normal
     result = static_cast<uint8_t>(to_bits(from_bits(f_bits) + from_bits(denorm_mask)) - denorm_mask);
   } else {
     const uint32_t mant_odd = (f_bits >> 20) & 1;
     f_bits += ((uint32_t{7} - 127) << 23) + 0x7FFFF + mant_odd;
     result = static_cast<uint8_t>(f_bits >> 20);
-    if (result == 0x7F) result = 0x7E;  // rounded into the NaN pattern: saturate
+    if (result == 0x7F && saturate) result = 0x7E;  // rounded into the NaN pattern: saturate
   }
   return static_cast<uint8_t>(result | (sign >> 24));
 }
@@ -175,7 +181,8 @@ namespace {
 
 // The scalar rules for every pair from one source type, element by element.
 template <DType From>
-ConvertStats convert_from(DType to, const std::byte* src, std::byte* dst, size_t count, ChunkPosition position) {
+ConvertStats convert_from(DType to, const std::byte* src, std::byte* dst, size_t count, ChunkPosition position,
+                          const CastRules& rules) {
   constexpr DType from = From;
   ConvertStats stats;
   switch (to) {
@@ -211,10 +218,13 @@ ConvertStats convert_from(DType to, const std::byte* src, std::byte* dst, size_t
     case DType::kFloat8E4M3Fn:
       for (size_t i = 0; i < count; ++i) {
         const float f = load_as_float<From>(src, i);
-        const uint8_t b = float_to_float8_e4m3fn_bits(f);
+        const uint8_t b = float_to_float8_e4m3fn_bits(f, rules.e4m3fn_saturates);
         store<uint8_t>(dst, i, b);
-        // Saturated: |f| >= 464 is where rounding would pass 448 (inf included).
-        tally(stats, load_exact<From>(src, i), std::fabs(f) >= 464.0f, (b & 0x7F) == 0);
+        // Saturated: from 464, where rounding reaches past 448 (464 itself
+        // rounds to 448, and counts); before torch 2.13, a finite value that
+        // became NaN.
+        const bool overflowed = rules.e4m3fn_saturates ? std::fabs(f) >= 464.0f : (b & 0x7F) == 0x7F;
+        tally(stats, load_exact<From>(src, i), overflowed, (b & 0x7F) == 0);
       }
       return stats;
     case DType::kFloat8E5M2:
@@ -230,14 +240,14 @@ ConvertStats convert_from(DType to, const std::byte* src, std::byte* dst, size_t
 }
 
 ConvertStats convert_scalar(DType from, DType to, const std::byte* src, std::byte* dst, size_t count,
-                            ChunkPosition position) {
+                            ChunkPosition position, const CastRules& rules) {
   switch (from) {
-    case DType::kFloat16: return convert_from<DType::kFloat16>(to, src, dst, count, position);
-    case DType::kBFloat16: return convert_from<DType::kBFloat16>(to, src, dst, count, position);
-    case DType::kFloat32: return convert_from<DType::kFloat32>(to, src, dst, count, position);
-    case DType::kFloat64: return convert_from<DType::kFloat64>(to, src, dst, count, position);
-    case DType::kFloat8E4M3Fn: return convert_from<DType::kFloat8E4M3Fn>(to, src, dst, count, position);
-    default: return convert_from<DType::kFloat8E5M2>(to, src, dst, count, position);
+    case DType::kFloat16: return convert_from<DType::kFloat16>(to, src, dst, count, position, rules);
+    case DType::kBFloat16: return convert_from<DType::kBFloat16>(to, src, dst, count, position, rules);
+    case DType::kFloat32: return convert_from<DType::kFloat32>(to, src, dst, count, position, rules);
+    case DType::kFloat64: return convert_from<DType::kFloat64>(to, src, dst, count, position, rules);
+    case DType::kFloat8E4M3Fn: return convert_from<DType::kFloat8E4M3Fn>(to, src, dst, count, position, rules);
+    default: return convert_from<DType::kFloat8E5M2>(to, src, dst, count, position, rules);
   }
 }
 
@@ -265,23 +275,24 @@ bool uses_table(DType from, DType to) {
   return element_size(from) == 1 || (element_size(from) == 2 && element_size(to) == 1);
 }
 
-const LookupTable& lookup_table(DType from, DType to) {
-  static std::once_flag once[kNumCastTypes][kNumCastTypes];
-  static LookupTable tables[kNumCastTypes][kNumCastTypes];
-  const size_t f = cast_index(from), t = cast_index(to);
-  std::call_once(once[f][t], [&] {
-    LookupTable& table = tables[f][t];
+// One set of tables per CastRules (index: whether e4m3fn saturates).
+const LookupTable& lookup_table(DType from, DType to, const CastRules& rules) {
+  static std::once_flag once[2][kNumCastTypes][kNumCastTypes];
+  static LookupTable tables[2][kNumCastTypes][kNumCastTypes];
+  const size_t f = cast_index(from), t = cast_index(to), r = rules.e4m3fn_saturates ? 1 : 0;
+  std::call_once(once[r][f][t], [&] {
+    LookupTable& table = tables[r][f][t];
     const size_t patterns = size_t{1} << (8 * element_size(from)), out_size = element_size(to);
     table.results.resize(patterns * out_size);
     table.flags.resize(patterns);
     for (size_t p = 0; p < patterns; ++p) {
       const uint64_t bits = p;  // little-endian: its first 1 or 2 bytes are the pattern
       const ConvertStats st = convert_scalar(from, to, reinterpret_cast<const std::byte*>(&bits),
-                                             table.results.data() + p * out_size, 1, {0, 1});
+                                             table.results.data() + p * out_size, 1, {0, 1}, rules);
       table.flags[p] = static_cast<uint8_t>((st.overflowed != 0 ? 1 : 0) | (st.flushed != 0 ? 2 : 0));
     }
   });
-  return tables[f][t];
+  return tables[r][f][t];
 }
 
 template <typename In, typename Out>
@@ -311,7 +322,7 @@ ConvertStats convert_by_table(DType to, const LookupTable& table, const std::byt
 }  // namespace
 
 ConvertStats convert_elements(DType from, DType to, const std::byte* src, std::byte* dst, size_t count,
-                              ChunkPosition position) {
+                              ChunkPosition position, const CastRules& rules) {
   if (!is_cast_type(from) || !is_cast_type(to)) {
     throw Error(ErrorKind::kInvalidArgument, "cannot convert " + std::string(dtype_name(from)) + " to " +
                                                  std::string(dtype_name(to)));
@@ -323,11 +334,11 @@ ConvertStats convert_elements(DType from, DType to, const std::byte* src, std::b
   if (from == DType::kFloat32 && to == DType::kBFloat16) return convert_f32_to_bf16(src, dst, count);
   if (from == DType::kFloat32 && to == DType::kFloat16) return convert_f32_to_f16(src, dst, count);
   if (uses_table(from, to)) {
-    const LookupTable& table = lookup_table(from, to);
+    const LookupTable& table = lookup_table(from, to, rules);
     return element_size(from) == 1 ? convert_by_table<uint8_t>(to, table, src, dst, count)
                                    : convert_by_table<uint16_t>(to, table, src, dst, count);
   }
-  return convert_scalar(from, to, src, dst, count, position);
+  return convert_scalar(from, to, src, dst, count, position, rules);
 }
 
 }  // namespace ckptfix

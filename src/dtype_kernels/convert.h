@@ -24,8 +24,8 @@
 //  * every other pair goes through float32 with c10's scalar conversions:
 //    to float16 as above; to bfloat16 round to nearest even with NaN ->
 //    0x7FC0; to float8_e4m3fn round to nearest even, saturating: finite
-//    values beyond ±448 and ±inf become ±448, NaN becomes 0x7F with its
-//    sign; to float8_e5m2 round to nearest even, overflow -> ±inf (0x7C),
+//    values beyond ±448 and ±inf become ±448 (NaN before torch 2.13: see
+//    CastRules), NaN becomes 0x7F with its sign; to float8_e5m2 round to nearest even, overflow -> ±inf (0x7C),
 //    NaN -> 0x7F with its sign; to float64 and float32 the hardware
 //    conversion (NaNs quieted, payloads kept);
 //  * from float16: exact (NaNs quieted); from bfloat16: the bits shifted up
@@ -39,6 +39,7 @@
 #include <cstdint>
 
 #include "ckptfix/dtype.h"
+#include "ckptfix/torch_version.h"
 
 namespace ckptfix {
 
@@ -61,16 +62,32 @@ struct ChunkPosition {
   uint64_t total = 0;  ///< elements in the whole storage
 };
 
+/// Where torch releases differ in what a conversion gives (docs/format.md,
+/// "What differs between torch versions"). The defaults are the newest
+/// release's (2.14).
+struct CastRules {
+  /// To float8_e4m3fn: finite values that round past ±448, and ±inf,
+  /// saturate to ±448 (0x7E with their sign), since torch 2.13 (pytorch PR
+  /// #178817, "Properly saturate E4M3 on finite-overflow on CPU/C++
+  /// conversion code"); earlier releases make them NaN (0x7F with their sign).
+  bool e4m3fn_saturates = true;
+  bool operator==(const CastRules&) const = default;
+};
+
+/// The rules of a torch release.
+CastRules cast_rules(TorchVersion torch);
+
 /// Converts `count` elements between two types `cast` handles (is_cast_type).
 /// src and dst may not overlap.
 ConvertStats convert_elements(DType from, DType to, const std::byte* src, std::byte* dst, size_t count,
-                              ChunkPosition position);
+                              ChunkPosition position, const CastRules& rules = {});
 
 /// Scalar reference conversions (exposed for tests and the SIMD kernels' tails).
 uint16_t float_to_half_bits(float f);                  ///< as F16C: NaN keeps sign and top payload bits
 uint16_t float_to_bfloat16_bits_vectorized(float f);  ///< NaN -> 0xFFFF
 uint16_t float_to_bfloat16_bits_scalar(float f);      ///< NaN -> 0x7FC0
-uint8_t float_to_float8_e4m3fn_bits(float f);          ///< saturates to ±448; NaN -> 0x7F with its sign
+/// Saturates to ±448 (or, `saturate` false as before torch 2.13, overflow -> NaN); NaN -> 0x7F with its sign.
+uint8_t float_to_float8_e4m3fn_bits(float f, bool saturate = true);
 uint8_t float_to_float8_e5m2_bits(float f);            ///< overflow -> ±inf; NaN -> 0x7F with its sign
 float half_bits_to_float(uint16_t h);
 float bfloat16_bits_to_float(uint16_t b);

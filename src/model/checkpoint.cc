@@ -29,7 +29,7 @@ void CheckpointImpl::note_global(const std::string& module, const std::string& n
   const GlobalClass c = classify_global(module, name);
   if (c.kind == GlobalKind::kGadget) throw dangerous_global_error(module, name, c.matched);
   global_names.insert(std::move(key));
-  globals.push_back({module, name, c.kind});
+  globals.push_back({module, name, c.kind, c.allowed_since});
 }
 
 uint64_t CheckpointImpl::walk_steps() const {

@@ -11,6 +11,7 @@
 #include <vector>
 
 #include "ckptfix/checkpoint.h"
+#include "dtype_kernels/convert.h"
 #include "io/input_file.h"
 #include "pickle/value.h"
 #include "zip/gather_reader.h"
@@ -44,8 +45,10 @@ struct Storage : StorageInfo {
   uint32_t input = 0;
   /// kGathered: where the chunks of the tensor are (zip/gather_reader.h).
   std::shared_ptr<const GatherPlan> gather;
-  /// Set by the cast pass: the element type to write instead of `dtype`.
+  /// Set by the cast pass: the element type to write instead of `dtype`,
+  /// converted by the rules of the torch release the output is for.
   std::optional<DType> cast_to;
+  CastRules cast_rules;
   /// The element type written to the output.
   DType output_dtype() const { return cast_to.value_or(dtype); }
   /// Bytes written to the output.

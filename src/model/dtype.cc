@@ -61,6 +61,15 @@ const DTypeInfo& info(DType d) {
 }  // namespace
 
 std::string_view dtype_name(DType dtype) { return info(dtype).name; }
+
+TorchVersion first_torch_loading(DType dtype) {
+  switch (dtype) {
+    case DType::kFloat8E8M0Fnu: return {2, 7};
+    case DType::kFloat4E2M1FnX2: return {2, 8};
+    case DType::kBComplex32: return {2, 14};
+    default: return modeled_torch_versions().front();
+  }
+}
 uint32_t element_size(DType dtype) { return info(dtype).size; }
 
 uint32_t packed_values(DType dtype) {

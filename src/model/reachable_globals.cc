@@ -22,7 +22,8 @@ std::vector<GlobalRef> Checkpoint::reachable_globals() const {
     stack.pop_back();
     if (v->kind == ValueKind::kGlobal) {
       if (named.insert(std::to_string(v->text.size()) + ":" + v->text + v->name()).second) {
-        out.push_back({v->text, v->name(), classify_global(v->text, v->name()).kind});
+        const GlobalClass c = classify_global(v->text, v->name());
+        out.push_back({v->text, v->name(), c.kind, c.allowed_since});
       }
       continue;
     }

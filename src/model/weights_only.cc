@@ -13,10 +13,11 @@ std::string joined(const std::vector<std::string>& items) {
 
 }  // namespace
 
-WeightsOnlyVerdict weights_only_verdict(const Checkpoint& checkpoint) {
+WeightsOnlyVerdict weights_only_verdict(const Checkpoint& checkpoint, TorchVersion torch) {
   WeightsOnlyVerdict verdict;
+  verdict.torch = modeled_torch_version(torch);
   for (const GlobalRef& g : checkpoint.globals()) {
-    if (!g.weights_only()) verdict.globals.push_back(g.dotted());
+    if (!g.weights_only(torch)) verdict.globals.push_back(g.dotted());
   }
   const OpcodeSet& used = checkpoint.pickle_opcodes();
   for (unsigned code = 0; code < 256; ++code) {
@@ -39,6 +40,36 @@ std::string_view global_kind_name(GlobalKind kind) {
     case GlobalKind::kFunction: return "function";
   }
   return "unknown";
+}
+
+std::vector<WeightsOnlyRange> weights_only_by_release(const Checkpoint& checkpoint) {
+  std::vector<WeightsOnlyRange> out;
+  for (const TorchVersion& v : modeled_torch_versions()) {
+    WeightsOnlyVerdict verdict = weights_only_verdict(checkpoint, v);
+    if (!out.empty() && out.back().verdict.globals == verdict.globals && out.back().verdict.opcodes == verdict.opcodes) {
+      out.back().to = v;
+      continue;
+    }
+    out.push_back({v, v, std::move(verdict)});
+  }
+  return out;
+}
+
+std::string describe_releases(const std::vector<WeightsOnlyRange>& ranges) {
+  const auto span = [](const WeightsOnlyRange& r) {
+    return r.from == r.to ? r.from.str() : r.from.str() + "-" + r.to.str();
+  };
+  std::string loads, refused;
+  for (const WeightsOnlyRange& r : ranges) {
+    if (r.verdict.loads) {
+      loads = r.to == modeled_torch_versions().back() && r.from != r.to ? ">= " + r.from.str() : span(r);
+      continue;
+    }
+    refused += (refused.empty() ? "" : "; ") + span(r) + ": " + describe(r.verdict).substr(std::string("refused: ").size());
+  }
+  if (refused.empty()) return "loads with torch " + ranges.front().from.str() + " to " + ranges.back().to.str();
+  if (loads.empty()) return "refused by torch " + refused;
+  return "loads with torch " + loads + "; refused by " + refused;
 }
 
 std::string describe(const WeightsOnlyVerdict& verdict) {

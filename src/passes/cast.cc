@@ -89,6 +89,7 @@ void plan_cast(Checkpoint& checkpoint, const std::vector<TargetTensor>& targets,
   Value* dtype_global = nullptr;
   Value* v3_global = nullptr;
   report.cast_to = to;
+  report.cast_torch = options.torch.value_or(default_torch_version());
   std::unordered_set<int32_t> decided;
   for (size_t index : selected) {
     const int32_t storage = tensors[index].storage;
@@ -108,6 +109,7 @@ void plan_cast(Checkpoint& checkpoint, const std::vector<TargetTensor>& targets,
     }
     report.cast_bytes_before += s.nbytes;
     s.cast_to = to;
+    s.cast_rules = cast_rules(options.torch.value_or(default_torch_version()));
     if (needs_v3) s.untyped = true;  // written as torch.UntypedStorage; its numel counts bytes
     report.cast_bytes_after += s.output_nbytes();
     ++report.storages_cast;

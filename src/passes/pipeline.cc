@@ -25,6 +25,7 @@ void check_pass_options(const PassOptions& options) {
     validate_device(to);
   }
   if (options.drop_unknown && !options.weights_only) throw usage("`drop_unknown` goes with `weights_only`");
+  if (options.torch) modeled_torch_version(*options.torch);
   if (options.cast_to && !is_cast_type(*options.cast_to)) {
     throw usage("cannot cast to " + std::string(dtype_name(*options.cast_to)) +
                 ": the target must be float16, bfloat16, float32, float64, float8_e4m3fn or float8_e5m2");
@@ -49,6 +50,22 @@ void check_pass_options(const PassOptions& options) {
   }
   for (const std::string& p : options.strip_prefixes) {
     if (p.empty()) throw usage("`strip_prefixes` needs a non-empty prefix");
+  }
+}
+
+// A tensor of a dtype `torch` cannot load (one newer than it) fails the
+// input, naming the first such tensor: the output would not load there.
+void refuse_dtypes_not_loading(Checkpoint& checkpoint, TorchVersion torch) {
+  const CheckpointImpl& impl = impl_of(checkpoint);
+  std::vector<std::string> names;
+  for (size_t i = 0; i < impl.tensors.size(); ++i) {
+    const DType d = impl.tensors[i].dtype;
+    const TorchVersion since = first_torch_loading(d);
+    if (since <= torch) continue;
+    if (names.empty()) names = tensor_names(checkpoint);
+    throw Error(ErrorKind::kUnsupported, "tensor '" + names[i] + "' is " + std::string(dtype_name(d)) + ", which torch " +
+                                             torch.str() + " cannot load (torch loads it from " + since.str() +
+                                             " on); give a newer --torch, or cast it");
   }
 }
 
@@ -123,6 +140,9 @@ PassReport run_passes(Checkpoint& checkpoint, const PassOptions& options) {
 
   // 5. for LibTorch
   if (options.for_libtorch) make_libtorch_state_dict(checkpoint, options, report);
+
+  // 6. the output's dtypes, for the torch release it is for
+  if (options.torch) refuse_dtypes_not_loading(checkpoint, *options.torch);
   return report;
 }
 

@@ -30,8 +30,10 @@ const Value* class_of(const Value& v) {
   return nullptr;
 }
 
-bool allowed(const Value& global) {
-  return classify_global(global.text, global.name()).kind == GlobalKind::kWeightsOnly;
+// On the allowlist of the torch release the output is for.
+bool allowed(const Value& global, TorchVersion torch) {
+  const GlobalClass c = classify_global(global.text, global.name());
+  return c.kind == GlobalKind::kWeightsOnly && c.allowed_since <= torch;
 }
 
 // For tensors whose Parameter wrapper the repair made unreachable (a module
@@ -68,7 +70,7 @@ void make_weights_only(Checkpoint& checkpoint, const PassOptions& options, PassR
   read_in_payloads(impl, numpy_array_payloads(impl));
   walk_checkpoint(impl, impl.root, [&](Value& v, const Path& path) {
     const Value* cls = class_of(v);
-    if (cls == nullptr || allowed(*cls)) return true;
+    if (cls == nullptr || allowed(*cls, options.torch.value_or(default_torch_version()))) return true;
     if (repair_value(ctx, v, path)) return true;  // go on into what it became
     const std::string where = path.empty() ? "<root>" : path_to_string(path);
     if (!options.drop_unknown) {

@@ -1,7 +1,9 @@
 // Rules of the weights-only repair for Python's own classes: namespaces
 // become dicts, paths become strings, functions held as values (outside a
 // module, which becomes its state_dict() without them) their names, and
-// functools.partial objects dicts of their function's name and arguments.
+// functools.partial objects dicts of their function's name and arguments,
+// builtin exceptions (where the target torch's allowlist lacks them) their
+// message.
 #include <string_view>
 
 #include "passes/weights_only_rules.h"
@@ -33,6 +35,16 @@ std::string path_text(const Value& cls, const std::vector<Value*>& parts) {
   return out.empty() ? "." : out;
 }
 
+// A builtin exception class (torch.save spells them exceptions.X, Python 3
+// builtins.X): what torch 2.14's allowlist has under builtins, bar the three
+// plain types.
+bool is_builtin_exception(const Value& cls) {
+  if (cls.text != "builtins" && cls.text != "exceptions" && cls.text != "__builtin__") return false;
+  const GlobalClass c = classify_global("builtins", cls.name());
+  return c.kind == GlobalKind::kWeightsOnly && cls.name() != "set" && cls.name() != "bytearray" &&
+         cls.name() != "complex";
+}
+
 }  // namespace
 
 bool repair_python_value(RepairContext& ctx, Value& v, const Path& path) {
@@ -59,6 +71,24 @@ bool repair_python_value(RepairContext& ctx, Value& v, const Path& path) {
     v.reset(ValueKind::kDict);
     v.entries() = std::move(attributes);
     ctx.changes.push_back({path, was, "dict"});
+    return true;
+  }
+  if (is_builtin_exception(cls) && v.args() != nullptr && v.states().empty()) {
+    // BaseException.__reduce__: REDUCE(cls, args). As traceback prints it:
+    // "ValueError: diverged at step 7" (the args joined by ", " when there
+    // are several or they are not text).
+    std::string text = cls.name();
+    const auto& args = v.args()->items;
+    for (size_t i = 0; i < args.size(); ++i) {
+      const Value* a = args[i];
+      text += i == 0 ? ": " : ", ";
+      if (a->is_str()) text += a->text;
+      else if (a->kind == ValueKind::kInt) text += std::to_string(a->integer);
+      else return false;  // not what an exception's message is made of: no rule
+    }
+    const std::string was = cls.dotted();
+    become_str(v, text);
+    ctx.changes.push_back({path, was + " (an exception)", "str '" + v.text + "'"});
     return true;
   }
   if (cls.is_global("functools", "partial")) {

@@ -27,8 +27,8 @@ bool repair_value(RepairContext& ctx, Value& v, const Path& path);
 
 /// argparse.Namespace, types.SimpleNamespace -> dict; pathlib paths -> str;
 /// a function held as a value (GlobalKind::kFunction) -> its dotted name;
-/// functools.partial -> {'func': name, 'args': [...], 'keywords': {...}}
-/// (weights_only_python.cc).
+/// functools.partial -> {'func': name, 'args': [...], 'keywords': {...}};
+/// a builtin exception -> "ValueError: its message" (weights_only_python.cc).
 bool repair_python_value(RepairContext& ctx, Value& v, const Path& path);
 
 /// numpy scalars -> bool/int/float/complex, numpy.dtype -> its name, numpy

@@ -78,6 +78,37 @@ constexpr const char* kTorchAllowlist[] = {
     "traceback.FrameSummary", "traceback.StackSummary",
 };
 
+// The entries of kTorchAllowlist that torch 2.6 lacks, with the first
+// release that has them (docs/format.md, "What differs between torch
+// versions", gives the evidence); every other entry is in 2.6 and later.
+// Read off torch's sources and history, and checked against torch 2.6
+// (Debian trixie) and 2.14 (sid) by tests/cli/test_globals.py.
+constexpr AllowlistAddition kAllowlistAdditions[] = {
+    // PR #147500 "Support serialization for uintx/intx in weights_only" (merged 2025-02-21).
+    {"torch.int1", {2, 7}}, {"torch.int2", {2, 7}}, {"torch.int3", {2, 7}}, {"torch.int4", {2, 7}},
+    {"torch.int5", {2, 7}}, {"torch.int6", {2, 7}}, {"torch.int7", {2, 7}},
+    {"torch.uint1", {2, 7}}, {"torch.uint2", {2, 7}}, {"torch.uint3", {2, 7}}, {"torch.uint4", {2, 7}},
+    {"torch.uint5", {2, 7}}, {"torch.uint6", {2, 7}}, {"torch.uint7", {2, 7}},
+    // PR #147466: the float8_e8m0fnu dtype, in torch.storage._new_dtypes.
+    {"torch.float8_e8m0fnu", {2, 7}},
+    // PR #148791: the float4_e2m1fn_x2 dtype (after the 2.7 branch cut).
+    {"torch.float4_e2m1fn_x2", {2, 8}},
+    // PR #186928: the bcomplex32 dtype (landed after the 2.13 branch cut).
+    {"torch.bcomplex32", {2, 14}},
+    // torch/distributed/distributed_c10d.py allows every builtin exception
+    // class and traceback's summaries at import (with PR #189353, "[c10d] Add
+    // weights_only parameter to object collectives", 2026-07-09; 2.14).
+    {"traceback.FrameSummary", {2, 14}}, {"traceback.StackSummary", {2, 14}},
+    // torch/distributed/device_mesh.py's layouts: in main by late 2025 (so
+    // 2.10 or later); the first release is not established, so ckptfix
+    // assumes the one it has seen them in: 2.14.
+    {"torch.distributed._mesh_layout._FlatLayout", {2, 14}},
+    {"torch.distributed._mesh_layout._MeshLayout", {2, 14}},
+};
+// Besides: every builtins entry but bytearray, complex and set (2.6's) is an
+// exception class, 2.14's (see above).
+constexpr TorchVersion kBuiltinExceptionsSince = {2, 14};
+
 constexpr const char* kKnownData[] = {
     // Plain containers and scalars CPython's pickler names (__builtin__ and
     // exceptions are read as builtins, as pickle and torch do).
@@ -220,6 +251,8 @@ constexpr const char* kGadgetMethods[] = {
 }  // namespace
 
 std::span<const char* const> torch_allowlist() { return kTorchAllowlist; }
+std::span<const AllowlistAddition> allowlist_additions() { return kAllowlistAdditions; }
+TorchVersion builtin_exceptions_since() { return kBuiltinExceptionsSince; }
 std::span<const char* const> known_data() { return kKnownData; }
 std::span<const char* const> gadgets() { return kGadgets; }
 std::span<const char* const> gadget_methods() { return kGadgetMethods; }

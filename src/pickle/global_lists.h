@@ -5,6 +5,8 @@
 
 #include <span>
 
+#include "ckptfix/torch_version.h"
+
 namespace ckptfix::global_lists {
 
 /// torch 2.14's default weights_only allowlist, exactly: what it accepts
@@ -12,6 +14,17 @@ namespace ckptfix::global_lists {
 /// add_safe_globals; generated from the sid judge, and checked against the
 /// running torch by tests/cli/test_globals.py).
 std::span<const char* const> torch_allowlist();
+
+/// An entry of torch_allowlist() that torch 2.6 lacks, and the first
+/// release that has it.
+struct AllowlistAddition {
+  const char* path;
+  TorchVersion since;
+};
+/// Every such entry but the builtin exception classes.
+std::span<const AllowlistAddition> allowlist_additions();
+/// The first release whose allowlist has the builtin exception classes.
+TorchVersion builtin_exceptions_since();
 
 /// Known data: classes and functions that build values from their arguments
 /// and can neither run code nor touch files. Exact entries only: an

@@ -121,12 +121,23 @@ bool is_exception_name(std::string_view name) {
 
 GlobalClass gadget(std::string matched) { return {GlobalKind::kGadget, std::move(matched)}; }
 
+// The first release whose allowlist has `path` (an entry of the 2.14 list).
+TorchVersion allowlisted_since(std::string_view module, std::string_view name, const std::string& path) {
+  if (module == "builtins" && name != "bytearray" && name != "complex" && name != "set") {
+    return global_lists::builtin_exceptions_since();
+  }
+  for (const global_lists::AllowlistAddition& a : global_lists::allowlist_additions()) {
+    if (path == a.path) return a.since;
+  }
+  return modeled_torch_versions().front();
+}
+
 }  // namespace
 
-bool in_torch_allowlist(std::string_view module, std::string_view name) {
+bool in_torch_allowlist(std::string_view module, std::string_view name, TorchVersion torch) {
   if (name.find('.') != npos) return false;
   const std::string path = std::string(canonical_module(module)) + "." + std::string(name);
-  return lists().allowlist.contains(path);
+  return lists().allowlist.contains(path) && allowlisted_since(canonical_module(module), name, path) <= torch;
 }
 
 bool calls_its_arguments(std::string_view module, std::string_view name) {
@@ -147,7 +158,7 @@ GlobalClass classify_global(std::string_view spelled_module, std::string_view na
     return gadget("a dunder attribute");
   }
   if (!dotted) {
-    if (l.allowlist.contains(path)) return {GlobalKind::kWeightsOnly, {}};
+    if (l.allowlist.contains(path)) return {GlobalKind::kWeightsOnly, {}, allowlisted_since(module, name, path)};
     if (l.data.contains(path)) return {GlobalKind::kData, {}};
   }
   // A tensor function held as a value (kFunction), whatever gadget prefix its

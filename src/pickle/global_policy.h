@@ -4,7 +4,8 @@
 // itself. The policy protects the *user*, who will load the file with torch:
 //
 //  * kWeightsOnly: in torch 2.14's default weights_only allowlist, exactly.
-//    torch.load (weights_only=True, the default since torch 2.6) accepts it.
+//    torch.load (weights_only=True, the default since torch 2.6) accepts it
+//    from the release GlobalClass::allowed_since on.
 //  * kData: known data. Builds a value from its arguments and can neither
 //    run code nor touch files (argparse.Namespace, pathlib paths, numpy
 //    arrays, omegaconf configs, datetime, ...). torch's default load refuses
@@ -34,6 +35,7 @@
 #include <string>
 #include <string_view>
 
+#include "ckptfix/torch_version.h"
 #include "pickle/value.h"
 
 namespace ckptfix {
@@ -43,15 +45,18 @@ struct GlobalClass {
   /// For a gadget: the rule that matched, e.g. "os" for torch.os.system, or
   /// "a dunder attribute".
   std::string matched;
+  /// For kWeightsOnly: the first release whose allowlist has it.
+  TorchVersion allowed_since{2, 6};
 };
 
 /// Classifies module.name (name may be a dotted qualified name).
 GlobalClass classify_global(std::string_view module, std::string_view name);
 
-/// True when torch 2.14's default weights_only load accepts the global
+/// True when `torch`'s default weights_only load accepts the global
 /// `module` `name` spelled as GLOBAL (torch maps __builtin__ to builtins).
 /// Only canonical spellings count: a dotted name is never on the allowlist.
-bool in_torch_allowlist(std::string_view module, std::string_view name);
+bool in_torch_allowlist(std::string_view module, std::string_view name,
+                        TorchVersion torch = default_torch_version());
 
 /// True when calling module.name calls what is passed to it
 /// (global_lists::calls_its_arguments).

@@ -395,7 +395,7 @@ class AttackTest(cs.CliTestCase):
                 'while hasattr(r, "next"):\n'
                 '    r, depth = r.next, depth + 1\n'
                 'print(depth)\n')
-        proc = subprocess.run(['/usr/bin/python3', '-c', code, os.path.join(r.cwd, OUT)], capture_output=True,
+        proc = subprocess.run([sys.executable, '-c', code, os.path.join(r.cwd, OUT)], capture_output=True,
                               text=True, timeout=300)
         self.assertEqual(proc.returncode, 0, proc.stderr[-2000:])
         self.assertEqual(proc.stdout.strip(), '99999', proc.stderr[-2000:])

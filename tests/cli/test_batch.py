@@ -129,7 +129,7 @@ class BatchTest(unittest.TestCase):
                   "    torch.manual_seed(i)\n"
                   "    sd = collections.OrderedDict(('module.l%d.weight' % j, torch.rand(64, 64)) for j in range(4))\n"
                   "    torch.save(sd, '%s/ckpt_%03d.pt' % (sys.argv[1], i))\n")
-        subprocess.run(["/usr/bin/python3", "-c", script, src], check=True)
+        subprocess.run([sys.executable, "-c", script, src], check=True)
         out = self.path("converted")
         proc = support.run("fix", "--strip-prefix", "--dtype", "bf16", "-r", src, "--out-dir", out, "-j", "2",
                            "--json", check=0)
@@ -208,7 +208,7 @@ class Progress(unittest.TestCase):
     def test_bars_only_on_a_terminal(self):
         with tempfile.TemporaryDirectory() as tmp:
             src = os.path.join(tmp, "big.pt")
-            subprocess.run(["/usr/bin/python3", "-c",
+            subprocess.run([sys.executable, "-c",
                             f"import torch; torch.save({{'w': torch.rand(48 << 20)}}, {src!r})"], check=True)
             env = dict(os.environ, CKPTFIX_PROGRESS_DELAY_MS="0")
             out = os.path.join(tmp, "out.pt")

@@ -37,8 +37,8 @@ import zipfile
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
 import cli_support as cs  # noqa: E402
 
-# torch 1.13 and numpy live only in the system interpreter.
-TORCH_PYTHON = '/usr/bin/python3'
+# The judge's interpreter (tests/run_judged.sh runs this test with it): it has torch and numpy.
+TORCH_PYTHON = sys.executable
 CONTROL_TIMEOUT = 120
 
 TORCH_LOAD = ('import sys, torch\n'

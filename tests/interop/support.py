@@ -78,6 +78,17 @@ def run(*args, check=None, cwd=None):
     return proc
 
 
+def unreadable_by_this_python(exc):
+    """A reason to skip, when `exc` says this judge's Python cannot unpickle
+    what a newer Python wrote (Python 3.13 pickles paths as pathlib._local.X,
+    a module Python 3.12 lacks: the GPU machine's pip torch runs on 3.12,
+    Debian trixie's and sid's on 3.13); else None."""
+    if isinstance(exc, ModuleNotFoundError) and exc.name and exc.name.startswith("pathlib."):
+        return (f"Python {sys.version.split()[0]} cannot unpickle what a newer Python wrote "
+                f"(no module {exc.name}): the fixture is not readable by this judge")
+    return None
+
+
 def sha256(path):
     with open(path, "rb") as f:
         return hashlib.sha256(f.read()).hexdigest()

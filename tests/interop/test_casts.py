@@ -11,16 +11,17 @@ type, and each output tensor is compared with `t.to(dtype)` of the input
 tensor, single-threaded (ckptfix models torch.set_num_threads(1); see
 docs/cli.md).
 
-ckptfix follows torch 2.14 on x86-64 CPUs with AVX2 or AVX512, whose two
-kernel sets give the same bits. Under that judge every bit must match. Other
-judges differ in known ways, which the test states and asserts instead:
+ckptfix follows the torch release it is told (`--torch`, 2.6 to 2.14; the
+releases differ in float8_e4m3fn overflow: NaN before 2.13, ±448 from 2.13
+on) on x86-64 CPUs with AVX2 or AVX512, whose two kernel sets give the same
+bits. Under a judge of a release ckptfix models, on such a CPU, the cast is
+asked for that very release and every bit must match. Other judges differ
+in known ways, which the test states and asserts instead:
   * any torch running its DEFAULT (no AVX2) kernels: every NaN converted
-    to float16 is 0x7E00 with its sign, to bfloat16 0x7FC0 (2.14's AVX2/AVX512
+    to float16 is 0x7E00 with its sign, to bfloat16 0x7FC0 (the AVX2/AVX512
     kernels keep float16 payload bits and write 0xFFFF from float32/float64);
-  * torch 1.13: float32/float64/bfloat16 -> float16 NaNs are 0x7E00 with
-    their sign (2.14 keeps the payload's top bits); no float8 at all;
-  * torch 2.6: float8_e4m3fn overflow (|x| >= 464, and ±inf) becomes NaN,
-    where torch 2.14 saturates to ±448.
+  * torch 1.13 (not modelled): float32/float64/bfloat16 -> float16 NaNs are
+    0x7E00 with their sign; no float8 at all.
 Everything else, every non-NaN bit included, must match under every judge.
 """
 import collections
@@ -39,8 +40,10 @@ import torch  # noqa: E402
 VERSION = support.torch_version()
 CAPABILITY = torch.backends.cpu.get_cpu_capability() if hasattr(torch.backends, "cpu") else None
 HAS_FLOAT8 = hasattr(torch, "float8_e4m3fn")
-# The judge ckptfix models: its bits must match everywhere.
-MODELLED = VERSION == (2, 14) and CAPABILITY in ("AVX2", "AVX512")
+# A release ckptfix models, on a CPU whose kernels it models: its bits must match everywhere.
+RELEASE_MODELLED = (2, 6) <= VERSION <= (2, 14)
+MODELLED = RELEASE_MODELLED and CAPABILITY in ("AVX2", "AVX512")
+TORCH_ARGS = ["--torch", f"{VERSION[0]}.{VERSION[1]}"] if RELEASE_MODELLED else []
 
 TYPES = collections.OrderedDict([
     ("float16", torch.float16), ("bfloat16", torch.bfloat16), ("float32", torch.float32),
@@ -56,8 +59,8 @@ SIGNED = {1: np.int8, 2: np.int16, 4: np.int32, 8: np.int64}
 
 def describe_judge():
     cap = CAPABILITY or "capability unknown (torch < 2.0 cannot say)"
-    role = "the judge ckptfix models: every bit must match" if MODELLED else \
-        "not the judge ckptfix models (torch 2.14 with AVX2/AVX512): known differences are checked as such"
+    role = "a judge ckptfix models (cast --torch it): every bit must match" if MODELLED else \
+        "not a judge ckptfix models (torch 2.6-2.14 with AVX2/AVX512): known differences are checked as such"
     return f"torch {torch.__version__}, {cap}: {role}"
 
 
@@ -212,14 +215,6 @@ class Judged:
             rest = differ[~explained]
         else:
             rest = differ
-        if len(rest) and dst_name == "float8_e4m3fn" and VERSION < (2, 14):
-            # torch < 2.14 turns float8_e4m3fn overflow into NaN; 2.14 saturates.
-            value = (source if source.dtype == torch.float64 else source.to(torch.float32)).numpy()[rest]
-            overflow = (np.abs(value.astype(np.float64)) >= 464) & nan_mask(b[rest], dst_name) & \
-                ((a[rest] & 0x7F) == 0x7E)
-            self.seen[f"{src_name} -> float8_e4m3fn: overflow NaN in torch {VERSION[0]}.{VERSION[1]}, "
-                      "±448 in ckptfix"] += int(overflow.sum())
-            rest = rest[~overflow]
         if len(rest):
             i = rest[0]
             self.test.fail(f"{key}: {src_name} -> {dst_name}: {len(rest)} elements differ from {describe_judge()} "
@@ -254,7 +249,8 @@ class CastTest(unittest.TestCase):
         return os.path.join(self.tmp.name, name)
 
     def cast(self, src, dtype_name, out, *extra):
-        return support.run("cast", "--dtype", FLAGS[dtype_name], *extra, src, "-o", out, check=0)
+        torch_args = [] if "--torch" in extra else TORCH_ARGS
+        return support.run("cast", "--dtype", FLAGS[dtype_name], *torch_args, *extra, src, "-o", out, check=0)
 
 
 class EveryPatternMatchesTorch(CastTest):
@@ -377,9 +373,14 @@ class Float8Files(CastTest):
         sd = {"x": torch.tensor([1.0, 448.0, 463.9, 464.0, 1e6, -1e30, float("inf"), float("nan"), 1e-12, 0.0])}
         src = self.out("range.pt")
         torch.save(sd, src)
-        e4m3 = json.loads(self.cast(src, "float8_e4m3fn", self.out("r1.pt"), "--json").stdout)["inputs"][0]["changes"]
-        # 464, 1e6, -1e30 saturate (inf is not finite); 1e-12 becomes 0.
-        self.assertEqual((e4m3["saturated_to_max"], e4m3["overflowed_to_inf"], e4m3["flushed_to_zero"]), (3, 0, 1))
+        for torch_args, counts in ((["--torch", "2.14"], (3, 0, 0, 1)), (["--torch", "2.6"], (0, 0, 2, 1))):
+            out = self.out(f"r1-{torch_args[1]}.pt")
+            e4m3 = json.loads(self.cast(src, "float8_e4m3fn", out, "--json", *torch_args).stdout)
+            e4m3 = e4m3["inputs"][0]["changes"]
+            # torch >= 2.13: 464, 1e6, -1e30 saturate (inf is not finite); 1e-12 becomes 0.
+            # torch < 2.13: 1e6 and -1e30 become NaN (464 rounds to 448).
+            self.assertEqual((e4m3["saturated_to_max"], e4m3["overflowed_to_inf"], e4m3["overflowed_to_nan"],
+                              e4m3["flushed_to_zero"]), counts, torch_args)
         e5m2 = json.loads(self.cast(src, "float8_e5m2", self.out("r2.pt"), "--json").stdout)["inputs"][0]["changes"]
         # 1e6 and -1e30 become ±inf (464 fits); 1e-12 becomes 0.
         self.assertEqual((e5m2["saturated_to_max"], e5m2["overflowed_to_inf"], e5m2["flushed_to_zero"]), (0, 2, 1))

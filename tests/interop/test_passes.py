@@ -76,10 +76,10 @@ def canonical_nans(obj):
         if not isinstance(t, torch.Tensor) or t.dtype not in FLOATS or t.is_sparse:
             continue
         storage = t.storage()
-        whole = torch.empty(0, dtype=t.dtype).set_(storage, 0, (storage.size(),), (1,))
+        whole = torch.empty(0, dtype=t.dtype, device=t.device).set_(storage, 0, (storage.size(),), (1,))
         nan = torch.isnan(whole.float())
         if bool(nan.any()):
-            canonical = torch.tensor([float("nan")]).to(t.dtype).view(_BITS[t.element_size()])
+            canonical = torch.tensor([float("nan")], device=t.device).to(t.dtype).view(_BITS[t.element_size()])
             whole.view(_BITS[t.element_size()])[nan] = canonical
 
 
@@ -129,9 +129,9 @@ def cast_like_torch(state_dict, dtype, keep=(), sources=FLOATS):
         sid = torch_compare.storage_id(t)
         if sid not in converted:
             storage = t.storage()
-            whole = torch.empty(0, dtype=t.dtype).set_(storage, 0, (storage.size(),), (1,))
+            whole = torch.empty(0, dtype=t.dtype, device=t.device).set_(storage, 0, (storage.size(),), (1,))
             converted[sid] = whole.to(dtype)
-        new = torch.empty(0, dtype=dtype).set_(converted[sid].storage(), t.storage_offset(), t.size(), t.stride())
+        new = torch.empty(0, dtype=dtype, device=t.device).set_(converted[sid].storage(), t.storage_offset(), t.size(), t.stride())
         new.requires_grad_(t.requires_grad)
         state_dict[key] = nn.Parameter(new, requires_grad=t.requires_grad) if isinstance(t, nn.Parameter) else new
 
@@ -339,7 +339,7 @@ class Cast(PassTest):
             for t in sd.values():
                 if t.dtype in FLOATS and t.dtype != torch.float16 and torch_compare.storage_id(t) not in seen:
                     seen.add(torch_compare.storage_id(t))  # views of one storage: counted once, like ckptfix
-                    t = torch.empty(0, dtype=t.dtype).set_(t.storage(), 0, (t.storage().size(),), (1,))
+                    t = torch.empty(0, dtype=t.dtype, device=t.device).set_(t.storage(), 0, (t.storage().size(),), (1,))
                     c = t.to(torch.float16)
                     wide = t if t.dtype == torch.float64 else t.float()  # float8 lacks isfinite in some torch versions
                     overflowed += int((torch.isfinite(wide) & torch.isinf(c)).sum())

@@ -227,7 +227,13 @@ class WeightsOnlyTest(unittest.TestCase):
         loaded = torch.load(outs[0])  # the default load: weights_only=True, no allowlist
         # ... and the same with the file mapped instead of read (torch >= 2.1).
         self.assert_same(torch.load(outs[0], mmap=True), loaded, "mmap=True load")
-        original = torch.load(src, weights_only=False)
+        try:
+            original = torch.load(src, weights_only=False)
+        except ModuleNotFoundError as e:
+            reason = support.unreadable_by_this_python(e)
+            if reason is None:
+                raise
+            self.skipTest(f"{name}: {reason}")
         return loaded, original
 
     def convert_and_compare(self, name, changed_keys, globals_, more_checks):
@@ -423,7 +429,8 @@ class LargeNumpyTest(unittest.TestCase):
                 array = np.random.default_rng(1).standard_normal(16 << 20).astype(np.float32)
                 src = self.save(f"big-p{protocol}.pt", {"array": array}, protocol)
                 out = os.path.join(self.tmp, f"big-out-p{protocol}.pt")
-                code, stderr, peak = peak_rss_mib("weights-only", src, "-o", out)
+                # --gpu off: the GPU round trip's CUDA context (~110 MiB) would count in RSS.
+                code, stderr, peak = peak_rss_mib("weights-only", "--gpu", "off", src, "-o", out)
                 self.assertEqual(code, 0, stderr)
                 # Under AddressSanitizer (CI's second build) RSS holds its shadow
                 # memory and the quarantine of freed blocks: the release build judges.

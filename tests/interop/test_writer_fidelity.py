@@ -143,8 +143,9 @@ def untyped(t):
 
 
 def storage_bytes(t):
-    flat = torch.empty(0, dtype=torch.uint8).set_(untyped(t))
-    return flat.numpy().tobytes()
+    u = untyped(t)  # on cuda:0 where torch restores it there (a GPU machine)
+    flat = torch.empty(0, dtype=torch.uint8, device=u.device).set_(u)
+    return flat.cpu().numpy().tobytes()
 
 
 def flatten(obj, path=()):
