@@ -132,7 +132,7 @@ void ReadBack::read_exactly(std::span<std::byte> out, uint64_t offset, const std
   }
 }
 
-void ReadBack::check(const std::string& record, uint64_t offset, uint64_t size, uint32_t crc,
+void ReadBack::check(const std::string& record, uint64_t offset, uint64_t size, std::optional<uint32_t> crc,
                      std::optional<uint64_t> hash, bool through_gpu) {
   // A mapping past the end of the file would fault (SIGBUS): check first.
   struct stat st {};
@@ -154,8 +154,8 @@ void ReadBack::check(const std::string& record, uint64_t offset, uint64_t size, 
     d = checker_.digest(size, [&](std::span<std::byte> out) { read_exactly(out, at, record), at += out.size(); },
                         through_gpu);
   }
-  if (d.crc != crc) {
-    throw Error(ErrorKind::kVerification, "the bytes read back have CRC-32 " + hex32(d.crc) + " but " + hex32(crc) +
+  if (crc && d.crc != *crc) {
+    throw Error(ErrorKind::kVerification, "the bytes read back have CRC-32 " + hex32(d.crc) + " but " + hex32(*crc) +
                                               " was written")
         .at(record);
   }

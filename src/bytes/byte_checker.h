@@ -79,10 +79,11 @@ class ReadBack {
   ReadBack& operator=(const ReadBack&) = delete;
 
   /// Throws Error(kVerification) naming `record` when the bytes at
-  /// [offset, offset + size) do not have `crc` and (when given) `hash`, or
-  /// when, sent `through_gpu`, they come back different.
-  void check(const std::string& record, uint64_t offset, uint64_t size, uint32_t crc, std::optional<uint64_t> hash,
-             bool through_gpu = true);
+  /// [offset, offset + size) do not have `crc` (when given: zip records) and
+  /// `hash` (when given), or when, sent `through_gpu`, they come back
+  /// different.
+  void check(const std::string& record, uint64_t offset, uint64_t size, std::optional<uint32_t> crc,
+             std::optional<uint64_t> hash, bool through_gpu = true);
 
   uint64_t bytes() const { return bytes_; }
   const GpuReport& gpu() const { return gpu_; }

@@ -247,6 +247,15 @@ SaveResult save_output(const Checkpoint& checkpoint, const std::filesystem::path
 #endif
 }
 
+SafetensorsResult save_safetensors_output(const Checkpoint& checkpoint, const std::filesystem::path& output,
+                                          const SafetensorsOptions& options) {
+#ifdef CKPTFIX_FAULT_INJECTION
+  return save_safetensors_with_seams(checkpoint, output, options, g_seams);
+#else
+  return save_safetensors(checkpoint, output, options);
+#endif
+}
+
 }  // namespace
 
 void add_rewrite_options(CLI::App* cmd, RewriteArgs& args) {
@@ -425,7 +434,7 @@ int run_rewrite(const std::string& command, const RewriteArgs& args, const PassO
           st.verify_options = options.verify_options;
           st.progress = options.progress;
           st.max_shard_size = max_shard_size;
-          const SafetensorsResult saved = save_safetensors(checkpoint, output, st);
+          const SafetensorsResult saved = save_safetensors_output(checkpoint, output, st);
           o.doc["changes"] = changes_json(report, nullptr);
           o.doc["format"] = "safetensors";
           o.doc["shared"] = saved.shared;

@@ -1,6 +1,7 @@
 #include "write/fault_injection.h"
 
 #include <cstdio>
+#include <memory>
 
 #include "ckptfix/error.h"
 
@@ -40,6 +41,21 @@ void corrupt_first_storage(const std::filesystem::path& file, const SaveResult& 
   }
 }
 
+// Flips a byte in the middle of the first tensor of a safetensors file
+// (once), after it is written and before it is read back.
+void corrupt_first_tensor(const std::filesystem::path& file, uint64_t offset, uint64_t size, bool& done) {
+  if (done || size == 0) return;
+  done = true;
+  std::FILE* f = std::fopen(file.c_str(), "r+b");
+  if (f == nullptr) return;
+  const long at = static_cast<long>(offset + size / 2);
+  std::fseek(f, at, SEEK_SET);
+  const int c = std::fgetc(f);
+  std::fseek(f, at, SEEK_SET);
+  std::fputc(c ^ 0x01, f);
+  std::fclose(f);
+}
+
 }  // namespace
 
 SaveSeams fault_seams(const std::string& fault) {
@@ -55,6 +71,10 @@ SaveSeams fault_seams(const std::string& fault) {
     seams.wrap_sink = [limit](ByteSink& file) { return std::make_unique<FailingSink>(file, limit); };
   } else if (fault == "corrupt-before-verify") {
     seams.before_verify = corrupt_first_storage;
+    auto done = std::make_shared<bool>(false);
+    seams.after_tensor = [done](const std::filesystem::path& file, uint64_t offset, uint64_t size) {
+      corrupt_first_tensor(file, offset, size, *done);
+    };
   } else {
     throw Error(ErrorKind::kInvalidArgument, "fault '" + fault + "' is not a known fault");
   }

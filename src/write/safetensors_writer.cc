@@ -28,6 +28,7 @@
 #include "model/dict_selection.h"
 #include "model/payloads.h"
 #include "safetensors/header.h"
+#include "write/save_seams.h"
 
 namespace ckptfix {
 namespace {
@@ -450,8 +451,10 @@ Error mismatch(const std::string& where, const std::string& message) {
   return std::move(Error(ErrorKind::kVerification, message).at(where));
 }
 
-// The file read back: its header must be the plan, its bytes what was written.
-VerifyReport verify_output(const std::filesystem::path& temp, const FilePlan& plan, const VerifyOptions& options) {
+// The file read back: its header must be the plan (its bytes were read
+// back, each tensor as soon as it was written, by write_file).
+VerifyReport verify_output(const std::filesystem::path& temp, const FilePlan& plan, const VerifyOptions& options,
+                           const ReadBack& readback, double readback_seconds) {
   const auto start = std::chrono::steady_clock::now();
   VerifyReport report;
   report.written = true;
@@ -463,51 +466,69 @@ VerifyReport verify_output(const std::filesystem::path& temp, const FilePlan& pl
                                              " tensors, " + std::to_string(plan.tensors.size()) + " were written");
   }
   if (header.metadata != plan.metadata) throw mismatch("safetensors header", "__metadata__ read back differs");
-  ByteChecker checker(options.gpu, report.gpu, options.progress, plan.data_bytes);
   for (size_t i = 0; i < plan.tensors.size(); ++i) {
     const SafetensorsEntry& want = plan.tensors[i].entry;
     const SafetensorsEntry& got = header.entries[i];
-    const std::string where = "tensor '" + want.name + "'";
     if (got.name != want.name || got.dtype != want.dtype || got.shape != want.shape || got.begin != want.begin ||
         got.end != want.end) {
-      throw mismatch(where, "the header read back describes it differently");
+      throw mismatch("tensor '" + want.name + "'", "the header read back describes it differently");
     }
-    const Storage& s = impl_of(back).storages[i];
-    RecordReader reader = open_storage_record(*impl_of(back).file, s);
-    const Digest d = checker.digest(reader.remaining(), [&](std::span<std::byte> out) { reader.read(out); },
-                                    checker.gpu_enabled());
-    if (d.hash != plan.tensors[i].hash) {
-      throw mismatch(where, "its bytes read back have XXH3 " + hex64(d.hash) + ", " + hex64(plan.tensors[i].hash) +
-                                " were written");
-    }
-    expect_gpu_bytes(d, ErrorKind::kGpu, where);
     ++report.storages;
-    report.bytes += s.nbytes;
+    report.bytes += want.end - want.begin;
   }
+  report.gpu = readback.gpu();
   report.tensors = plan.tensors.size();
   report.records = plan.tensors.size();
-  report.seconds = std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
+  report.seconds = readback_seconds + std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
   return report;
 }
 
-// One file of the plan into `out`; the hashes of what was written go into `file`.
-void write_file(const CheckpointImpl& impl, FilePlan& file, ByteSink& sink, uint64_t& done, uint64_t total,
-                const ProgressCallback& progress) {
+// One file of the plan into `out`; the hashes of what was written go into
+// `file`. With `readback`, each tensor is read back (hashed, and sent
+// through the GPU when one is usable) on a worker as soon as it is written,
+// while the next one is written: the verification of the bytes runs beside
+// the writing instead of after it. Returns the seconds spent waiting for
+// the last read-backs.
+double write_file(const CheckpointImpl& impl, FilePlan& file, ByteSink& sink, uint64_t& done, uint64_t total,
+                  const ProgressCallback& progress, ReadBack* readback, const std::filesystem::path& temp,
+                  const SaveSeams& seams) {
   std::vector<SafetensorsEntry> entries;
   for (const PlannedTensor& p : file.tensors) entries.push_back(p.entry);
-  sink.write(as_bytes(encode_safetensors_header(entries, file.metadata)));
+  const std::string header = encode_safetensors_header(entries, file.metadata);
+  sink.write(as_bytes(header));
   TensorStreamer streamer(impl, sink, [&](uint64_t n) {
     done += n;
     if (progress) progress("writing", done, total);
   });
+  Background worker;  // declared after what its tasks use: joined first
+  std::vector<std::future<void>> checks;
   for (PlannedTensor& p : file.tensors) {
     try {
       p.hash = streamer.write(impl.tensors[p.tensor]);
     } catch (Error& e) {
       e.at("key '" + p.entry.name + "'");
+      for (std::future<void>& c : checks) c.wait();
       throw;
     }
+    if (readback == nullptr) continue;
+    sink.flush();  // the tensor's last bytes may still be in the sink's buffer
+    const uint64_t offset = header.size() + p.entry.begin, size = p.entry.end - p.entry.begin;
+    if (seams.after_tensor) seams.after_tensor(temp, offset, size);
+    checks.push_back(worker.run([readback, where = "tensor '" + p.entry.name + "'", offset, size, hash = p.hash] {
+      readback->check(where, offset, size, std::nullopt, hash);
+    }));
   }
+  const auto start = std::chrono::steady_clock::now();
+  std::exception_ptr first;
+  for (std::future<void>& c : checks) {
+    try {
+      c.get();
+    } catch (...) {
+      if (!first) first = std::current_exception();
+    }
+  }
+  if (first) std::rethrow_exception(first);
+  return std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
 }
 
 void add_report(VerifyReport& total, const VerifyReport& one) {
@@ -526,7 +547,7 @@ void add_report(VerifyReport& total, const VerifyReport& one) {
 }
 
 SafetensorsResult write_verified(const Checkpoint& checkpoint, const std::filesystem::path& path,
-                                 const SafetensorsOptions& options) {
+                                 const SafetensorsOptions& options, const SaveSeams& seams) {
   for (const auto& [k, v] : options.metadata) {
     if (!is_valid_utf8(k) || !is_valid_utf8(v)) {
       throw Error(ErrorKind::kInvalidArgument, "`metadata` must be UTF-8 text");
@@ -545,13 +566,16 @@ SafetensorsResult write_verified(const Checkpoint& checkpoint, const std::filesy
       current = file.path;
       outs.push_back(std::make_unique<AtomicFile>(file.path, options.overwrite));
       AtomicFile& out = *outs.back();
-      write_file(impl_of(checkpoint), file, out.sink(), done, plan.total_bytes, options.progress);
+      std::unique_ptr<ReadBack> readback;
+      if (options.verify) readback = std::make_unique<ReadBack>(out.temp_path().string(), options.verify_options.gpu);
+      const double waited = write_file(impl_of(checkpoint), file, out.sink(), done, plan.total_bytes,
+                                       options.progress, readback.get(), out.temp_path(), seams);
       out.flush();
       result.bytes += out.sink().position();
       if (options.verify) {
         VerifyOptions verify_options = options.verify_options;
         if (!verify_options.progress) verify_options.progress = options.progress;
-        const VerifyReport report = verify_output(out.temp_path(), file, verify_options);
+        const VerifyReport report = verify_output(out.temp_path(), file, verify_options, *readback, waited);
         if (!result.verification) result.verification = VerifyReport{};
         if (result.verification->tensors == 0 && result.verification->storages == 0) {
           result.verification->written = true;
@@ -598,12 +622,17 @@ SafetensorsResult write_verified(const Checkpoint& checkpoint, const std::filesy
 
 }  // namespace
 
-SafetensorsResult save_safetensors(const Checkpoint& checkpoint, const std::filesystem::path& path,
-                                   const SafetensorsOptions& options) {
+SafetensorsResult save_safetensors_with_seams(const Checkpoint& checkpoint, const std::filesystem::path& path,
+                                              const SafetensorsOptions& options, const SaveSeams& seams) {
   return error_boundary(path.string(), [&] {
     read_in_left_payloads(checkpoint);  // keys and metadata are read from `text`
-    return write_verified(checkpoint, path, options);
+    return write_verified(checkpoint, path, options, seams);
   });
+}
+
+SafetensorsResult save_safetensors(const Checkpoint& checkpoint, const std::filesystem::path& path,
+                                   const SafetensorsOptions& options) {
+  return save_safetensors_with_seams(checkpoint, path, options, {});
 }
 
 }  // namespace ckptfix

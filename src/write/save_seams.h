@@ -7,6 +7,7 @@
 #include <functional>
 #include <memory>
 
+#include "ckptfix/safetensors.h"
 #include "ckptfix/save.h"
 #include "io/byte_sink.h"
 
@@ -19,9 +20,15 @@ struct SaveSeams {
   /// it). With this hook, no record is read back while writing, so the final
   /// verification sees what the hook did.
   std::function<void(const std::filesystem::path& temp, const SaveResult& result)> before_verify;
+  /// safetensors: runs on the temporary file after each tensor is written,
+  /// before it is read back ([offset, offset + size) are its bytes).
+  std::function<void(const std::filesystem::path& temp, uint64_t offset, uint64_t size)> after_tensor;
 };
 
 SaveResult save_with_seams(const Checkpoint& checkpoint, const std::filesystem::path& path, const SaveOptions& options,
                            const SaveSeams& seams);
+
+SafetensorsResult save_safetensors_with_seams(const Checkpoint& checkpoint, const std::filesystem::path& path,
+                                              const SafetensorsOptions& options, const SaveSeams& seams);
 
 }  // namespace ckptfix

@@ -263,6 +263,17 @@ class VerifiedWrites(unittest.TestCase):
                                       r"have CRC-32 0x[0-9a-f]{8} but 0x[0-9a-f]{8} was written; nothing was written\n$")
         self.assert_nothing_new()
 
+    def test_safetensors_read_back_catches_a_damaged_tensor(self):
+        # Each tensor is read back while the next is written; one damaged
+        # after it was written (and before the read-back) fails the output.
+        out = os.path.join(self.tmp, "out.safetensors")
+        proc = self.run_with_fault("corrupt-before-verify", "convert", "--key", "state_dict", self.src, "-o", out)
+        self.assertEqual(proc.returncode, 1, proc.stderr)
+        self.assertRegex(proc.stderr, r"^ckptfix: error: '.*out\.safetensors': tensor '[^']+': the bytes read back "
+                                      r"differ from the bytes meant to be written \(XXH3 0x[0-9a-f]{16} read, "
+                                      r"0x[0-9a-f]{16} expected\); nothing was written\n$")
+        self.assert_nothing_new()
+
     def test_full_output_directory(self):
         """A real full file system when this machine lets us mount a small
         tmpfs (as root), else the same write failure through RLIMIT_FSIZE."""
