@@ -40,6 +40,10 @@ TORCH_JOBS = {
                  "torch.save(sd, dst)",
     "inspect": "sd = torch.load(src)\nfor k, v in sd.items(): print(k, v.dtype, tuple(v.shape))",
     "verify": "sd = torch.load(src)",
+    # Tensor health: NaN/Inf counts and the range of the finite values of every tensor.
+    "stats": "sd = torch.load(src)\nfor k, v in sd.items():\n    f = v[torch.isfinite(v)]\n"
+             "    print(k, int(torch.isnan(v).sum()), int(torch.isinf(v).sum()), f.min().item(), f.max().item(), "
+             "f.double().mean().item(), f.abs().max().item())",
     # What people do today to make a file load with weights_only=True: load
     # it trusting it, turn what torch refuses into plain data, save again.
     "weights-only": "import argparse, numpy\n"
@@ -88,6 +92,7 @@ def ckptfix_command(binary, job, src, dst):
         "cast-bf16": [binary, "cast", src, "--dtype", "bf16", "-o", dst, "--force"],
         "inspect": [binary, "inspect", src],
         "verify": [binary, "verify", src],
+        "stats": [binary, "inspect", "--stats", src],
         "weights-only": [binary, "weights-only", src, "-o", dst, "--force"],
         # The limit lets versions that held the whole pickle in memory read it.
         "weights-only-numpy": [binary, "weights-only", src, "-o", dst, "--force", "--limit", "max_pickle_bytes=8G"],
@@ -263,7 +268,7 @@ def run_case(binary, job, src, workdir, runs, peers, baseline=None):
     elif "cp" in peers and job == "dcp":  # the whole directory
         copy = os.path.join(workdir, "copy-dcp")
         commands["cp"] = ["cp", "-r", src, copy]
-    elif "cp" in peers and job not in ("inspect", "verify"):
+    elif "cp" in peers and job not in ("inspect", "verify", "stats"):
         commands["cp"] = ["cp", src, copy]
     if "torch" in peers:
         python = [PYTHON]

@@ -38,6 +38,8 @@ struct CheckOptions {
   std::vector<std::string> keys;
   /// Every record's CRC-32 must match (the whole file is read).
   bool crc = false;
+  /// No tensor may hold NaN or an infinity (every tensor is read; stats.h).
+  bool finite = false;
   /// How the file is opened (limits).
   OpenOptions open;
   /// Progress of the CRC pass: (phase, bytes done, bytes total).

@@ -5,6 +5,7 @@
 
 #include "ckptfix/error.h"
 #include "ckptfix/passes.h"
+#include "ckptfix/stats.h"
 #include "error_boundary.h"
 #include "model/checkpoint_impl.h"
 #include "model/dict_selection.h"
@@ -67,6 +68,27 @@ void check_devices(const CheckOptions& options, const Checkpoint& ck, std::vecto
     if (s.location == options.device) continue;
     found.push_back({first_key[i].empty() ? "storage '" + s.key + "'" : "key '" + first_key[i] + "'",
                      "saved on '" + s.location + "', not '" + options.device + "'"});
+  }
+}
+
+// Every tensor that holds NaN or an infinity, once, named by its first key.
+void check_finite(const CheckOptions& options, const Checkpoint& ck, std::vector<CheckViolation>& found) {
+  StatsOptions stats_options;
+  stats_options.progress = options.progress;
+  const StatsReport stats = tensor_stats(ck, stats_options);
+  const std::vector<std::string> names = tensor_names(ck);
+  for (size_t i = 0; i < stats.tensors.size(); ++i) {
+    const TensorStats& t = stats.tensors[i];
+    if (!t.computed || t.all_finite()) continue;
+    std::string what = "holds";
+    const auto part = [&what](uint64_t n, const char* name) {
+      if (n == 0) return;
+      what += (what == "holds" ? " " : ", ") + std::to_string(n) + " " + name;
+    };
+    part(t.nan, "NaN");
+    part(t.posinf, "+inf");
+    part(t.neginf, "-inf");
+    found.push_back({"key '" + names[i] + "'", what + " (of " + std::to_string(t.elements) + " elements)"});
   }
 }
 
@@ -137,6 +159,7 @@ CheckReport check_file(const std::filesystem::path& file, const CheckOptions& op
     check_weights_only(options, ck, torch, *report.weights_only, report.violations);
     if (!options.device.empty()) check_devices(options, ck, report.violations);
     check_dicts(options, ck, report.violations);
+    if (options.finite) check_finite(options, ck, report.violations);
     return report;
   });
 }

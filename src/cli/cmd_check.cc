@@ -26,6 +26,7 @@ struct CheckArgs {
   std::vector<std::string> allow_globals;
   bool safe = false;  // the default since globals are judged by an allowlist; kept for old scripts
   bool crc = false;
+  bool finite = false;
   std::vector<std::string> keys;
   std::vector<std::string> torch;  // --torch 2.6,2.11,2.14
 };
@@ -41,6 +42,7 @@ int run(const CheckArgs& args) {
     for (const std::string& d : args.dtypes) options.dtypes.push_back(parse_user_dtype(d, "--dtype"));
     options.keys = args.keys;
     options.crc = args.crc;
+    options.finite = args.finite;
     for (const std::string& v : args.torch) options.torch.push_back(parse_user_torch(v));
     validate_check_options(options);
     inputs = expand_inputs(args.batch);
@@ -120,6 +122,7 @@ CommandRun register_check(CLI::App& app) {
       ->allow_extra_args(false);
   cmd->add_flag("--safe", args->safe, "Accepted for old scripts: the weights_only allowlist is now the default");
   cmd->add_flag("--crc", args->crc, "Every record's CRC-32 must be right");
+  cmd->add_flag("--finite", args->finite, "No tensor may hold NaN or an infinity (every tensor is read)");
   cmd->add_option("--key", args->keys, "Check the dicts at these paths instead of the state dicts (repeatable)")
       ->allow_extra_args(false);
   cmd->add_option("--torch", args->torch,

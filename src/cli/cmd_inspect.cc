@@ -5,6 +5,7 @@
 #include <sstream>
 
 #include "ckptfix/checkpoint.h"
+#include "ckptfix/stats.h"
 #include "ckptfix/prefixes.h"
 #include "ckptfix/check.h"
 #include "ckptfix/weights_only.h"
@@ -21,7 +22,50 @@ struct Totals {
   uint64_t bytes = 0;
 };
 
-nlohmann::json describe(const Checkpoint& ck, TorchVersion torch, nlohmann::json& all_tensors) {
+nlohmann::json stat_json(const StatValue& v) {
+  switch (v.kind) {
+    case StatValue::Kind::kFloat: return v.f;
+    case StatValue::Kind::kSigned: return v.i;
+    case StatValue::Kind::kUnsigned: return v.u;
+    case StatValue::Kind::kNone: break;
+  }
+  return nullptr;
+}
+
+nlohmann::json stats_json(const TensorStats& t) {
+  if (!t.computed) return nullptr;
+  return {{"nan", t.nan},
+          {"posinf", t.posinf},
+          {"neginf", t.neginf},
+          {"min", stat_json(t.min)},
+          {"max", stat_json(t.max)},
+          {"mean", t.mean ? nlohmann::json(*t.mean) : nlohmann::json()},
+          {"absmax", stat_json(t.absmax)}};
+}
+
+std::string stat_text(const StatValue& v) {
+  switch (v.kind) {
+    case StatValue::Kind::kFloat: {
+      std::ostringstream s;
+      s << std::setprecision(6) << v.f;
+      return s.str();
+    }
+    case StatValue::Kind::kSigned: return std::to_string(v.i);
+    case StatValue::Kind::kUnsigned: return std::to_string(v.u);
+    case StatValue::Kind::kNone: break;
+  }
+  return "-";
+}
+
+std::vector<std::string> stats_cells(const TensorStats& t) {
+  if (!t.computed) return {"-", "-", "-", "-", "-", "-", "-"};
+  std::ostringstream mean;
+  if (t.mean) mean << std::setprecision(6) << *t.mean;
+  return {std::to_string(t.nan), std::to_string(t.posinf), std::to_string(t.neginf), stat_text(t.min),
+          stat_text(t.max), t.mean ? mean.str() : "-", stat_text(t.absmax)};
+}
+
+nlohmann::json describe(const Checkpoint& ck, TorchVersion torch, const StatsReport* stats, nlohmann::json& all_tensors) {
   nlohmann::json doc;
   doc["path"] = ck.file_name();
   doc["status"] = "ok";
@@ -111,13 +155,18 @@ nlohmann::json describe(const Checkpoint& ck, TorchVersion torch, nlohmann::json
                            {"requires_grad", t.requires_grad},
                            {"parameter", t.parameter},
                            {"quantized", t.kind == TensorKind::kQuantized}});
+    if (stats != nullptr) all_tensors.back()["stats"] = stats_json(stats->tensors[pos.tensor]);
+  }
+  if (stats != nullptr) {
+    doc["stats"] = {{"bytes", stats->bytes}, {"seconds", stats->seconds}};
   }
   return doc;
 }
 
 // Everything from the file (names, keys, devices) goes through printable():
 // a key cannot move the cursor, clear the screen or start a line of its own.
-void print_human(const Checkpoint& ck, TorchVersion torch, const nlohmann::json& doc, std::ostream& out) {
+void print_human(const Checkpoint& ck, TorchVersion torch, const StatsReport* stats, const nlohmann::json& doc,
+                 std::ostream& out) {
   out << printable(ck.file_name()) << ": " << format_name(ck.format()) << " checkpoint";
   if (ck.format() == CheckpointFormat::kZip) out << ", archive root '" << printable(ck.archive_root()) << "'";
   if (ck.format() == CheckpointFormat::kShardIndex) {
@@ -171,9 +220,13 @@ void print_human(const Checkpoint& ck, TorchVersion torch, const nlohmann::json&
   out << "  torch releases: " << describe_releases(weights_only_by_release(ck)) << "\n";
   if (!verdict.loads) out << "  fix: ckptfix weights-only FILE -o OUT rewrites what it refuses into plain data\n";
 
-  // The tensor table, columns sized to their contents.
-  std::vector<std::array<std::string, 7>> rows;
+  // The tensor table, columns sized to their contents (with --stats, the
+  // health of each tensor too).
+  std::vector<std::vector<std::string>> rows;
   rows.push_back({"path", "dtype", "shape", "stride", "offset", "device", "storage"});
+  if (stats != nullptr) {
+    for (const char* c : {"nan", "+inf", "-inf", "min", "max", "mean", "absmax"}) rows.back().push_back(c);
+  }
   for (const TensorPosition& pos : ck.tensor_positions()) {
     const TensorInfo& t = ck.tensors()[pos.tensor];
     const StorageInfo& s = ck.storages()[static_cast<size_t>(t.storage)];
@@ -181,8 +234,11 @@ void print_human(const Checkpoint& ck, TorchVersion torch, const nlohmann::json&
     if (t.parameter) path += " (Parameter)";
     rows.push_back({path, std::string(dtype_name(t.dtype)), shape_text(t.shape), shape_text(t.stride),
                     std::to_string(t.storage_offset), printable(s.location), printable(s.key)});
+    if (stats != nullptr) {
+      for (const std::string& cell : stats_cells(stats->tensors[pos.tensor])) rows.back().push_back(cell);
+    }
   }
-  std::array<size_t, 7> width{};
+  std::vector<size_t> width(rows.front().size(), 0);
   for (const auto& r : rows) {
     for (size_t i = 0; i < r.size(); ++i) width[i] = std::max(width[i], r[i].size());
   }
@@ -191,11 +247,16 @@ void print_human(const Checkpoint& ck, TorchVersion torch, const nlohmann::json&
     for (size_t i = 0; i < r.size(); ++i) out << std::left << std::setw(static_cast<int>(width[i] + 2)) << r[i];
     out << "\n";
   }
+  if (stats != nullptr) {
+    out << "  statistics: " << human_bytes(stats->bytes) << " of tensors read in " << std::fixed
+        << std::setprecision(2) << stats->seconds << " s" << std::defaultfloat << "\n";
+  }
 }
 
 struct InspectArgs {
   BatchArgs batch;
   std::optional<std::string> torch;  // --torch VERSION
+  bool stats = false;                // --stats
 };
 
 int run(const InspectArgs& inspect) {
@@ -216,11 +277,13 @@ int run(const InspectArgs& inspect) {
       Checkpoint ck = Checkpoint::open(input.path, open);
       nlohmann::json tensors = nlohmann::json::array();
       Outcome o;
-      o.doc = describe(ck, torch, tensors);
+      std::optional<StatsReport> stats;
+      if (inspect.stats) stats = tensor_stats(ck);
+      o.doc = describe(ck, torch, stats ? &*stats : nullptr, tensors);
       o.doc["tensors"] = std::move(tensors);  // moved to the top level by run()
       if (!args.json) {
         std::ostringstream text;
-        print_human(ck, torch, o.doc, text);
+        print_human(ck, torch, stats ? &*stats : nullptr, o.doc, text);
         o.out = text.str();
       }
       return o;
@@ -248,6 +311,9 @@ CommandRun register_inspect(CLI::App& app) {
   cmd->add_option_function<std::string>(
       "--torch", [args](const std::string& v) { args->torch = v; },
       torch_option_help("whose default torch.load the verdict is for (every release's is shown too)"));
+  cmd->add_flag("--stats", args->stats,
+                "Read every tensor and show its health: NaN, +inf and -inf counts, and min, max, mean and absmax of "
+                "its finite values");
   return [args] { return run(*args); };
 }
 

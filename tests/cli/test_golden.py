@@ -131,6 +131,16 @@ def make_safetensors(dst, header, data_bytes):
     cs.write(dst, len(raw).to_bytes(8, 'little') + raw + bytes(int(data_bytes)))
 
 
+def make_nonfinite(dst, *keys):
+    """nonfinite DST KEY...: a zip checkpoint of an OrderedDict, each KEY a float32 tensor [nan, inf, -inf, 1.0]
+    but the last, which is [1, 2, 3, 4]"""
+    data = [struct.pack('<4f', float('nan'), float('inf'), float('-inf'), 1.0)] * (len(keys) - 1)
+    data.append(make_attacks.FOUR_FLOATS)
+    entries = [(k, str(i), 4) for i, k in enumerate(keys)]
+    make_attacks.checkpoint(dst, make_attacks.float_state_dict_pickle(entries),
+                            [(str(i), d) for i, d in enumerate(data)])
+
+
 def make_text(dst, text):
     """text DST TEXT: a file holding TEXT and a newline"""
     cs.write(dst, text.encode() + b'\n')
@@ -150,6 +160,7 @@ GENERATORS = {
     'calls-global': make_calls_global,
     'object-of': make_object_of,
     'safetensors': make_safetensors,
+    'nonfinite': make_nonfinite,
     'text': make_text,
     'dir': make_dir,
 }
