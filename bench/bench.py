@@ -76,6 +76,9 @@ TORCH_JOBS = {
                "open(os.path.join(out_dir, 'model.safetensors.index.json'), 'w'), indent=2, sort_keys=True)",
     # A torch.distributed.checkpoint directory to one torch.save file: torch's own way.
     "dcp": "from torch.distributed.checkpoint.format_utils import dcp_to_torch_save\ndcp_to_torch_save(src, dst)",
+    # What a file cut at 60 % (a full disk, a killed copy) still holds. torch
+    # cannot read such a file at all: there is no Python peer, only cp.
+    "salvage": None,
 }
 TORCH_JOBS["weights-only-numpy"] = TORCH_JOBS["weights-only-numpy4"] = TORCH_JOBS["weights-only"]
 # Jobs whose Python peer needs the newest torch (safetensors, torch.distributed.checkpoint).
@@ -100,6 +103,7 @@ def ckptfix_command(binary, job, src, dst):
         "to-safetensors": [binary, "convert", src, "-o", dst, "--force"],
         "bin-set": [binary, "convert", src, "-o", dst, "--max-shard-size", BIN_SET_SHARD, "--force"],
         "dcp": [binary, "convert", src, "-o", dst, "--force"],
+        "salvage": [binary, "salvage", src, "-o", dst, "--force"],
     }[job]
 
 
@@ -270,7 +274,7 @@ def run_case(binary, job, src, workdir, runs, peers, baseline=None):
         commands["cp"] = ["cp", "-r", src, copy]
     elif "cp" in peers and job not in ("inspect", "verify", "stats"):
         commands["cp"] = ["cp", src, copy]
-    if "torch" in peers:
+    if "torch" in peers and TORCH_JOBS[job] is not None:
         python = [PYTHON]
         if job in JUDGED_JOBS:  # the files must be visible inside the judge's root
             os.environ["CKPTFIX_JUDGE_BIND"] = workdir
@@ -376,6 +380,12 @@ def main():
                     job_src = os.path.join(workdir, f"dcp-{size}g")
                     if not os.path.exists(job_src):
                         generate_dcp(job_src, size)
+                if job == "salvage":  # the generated file cut at 60 %
+                    job_src = os.path.join(workdir, f"cut60-{size}g.pt")
+                    if not os.path.exists(job_src):
+                        with open(src, "rb") as f_in, open(job_src, "wb") as f_out:
+                            shutil.copyfileobj(f_in, f_out)
+                            f_out.truncate(os.path.getsize(src) * 6 // 10)
                 if job == "weights-only":  # needs a file the default torch.load refuses
                     job_src = os.path.join(workdir, f"refused-{size}g.pt")
                     if not os.path.exists(job_src):

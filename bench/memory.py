@@ -18,7 +18,7 @@ Cache states:
              the writer left them)
 
 Commands: inspect, verify, strip-prefix, cast --dtype bf16, convert to
-safetensors, weights-only, each with the GPU round trip off (--gpu off);
+safetensors, weights-only, salvage (of the file cut at 60 %), each with the GPU round trip off (--gpu off);
 with --gpu also with it on where a CUDA device is usable, so the CUDA
 context's share is seen apart.
 
@@ -42,7 +42,19 @@ COMMANDS = {
     "cast": lambda b, src, out: [b, "cast", "--dtype", "bf16", "--gpu", "off", src, "-o", out + ".pt", "-f"],
     "to-safetensors": lambda b, src, out: [b, "convert", "--gpu", "off", src, "-o", out + ".safetensors", "-f"],
     "weights-only": lambda b, src, out: [b, "weights-only", "--gpu", "off", src, "-o", out + ".pt", "-f"],
+    # The file cut at 60 % (issue 28): made from the generated one just before.
+    "salvage": lambda b, src, out: [b, "salvage", "--gpu", "off", cut_copy(src), "-o", out + ".pt", "-f"],
 }
+
+
+def cut_copy(src):
+    """SRC.cut60: the first 60 % of SRC (made when missing)."""
+    cut = src + ".cut60"
+    if not os.path.exists(cut) or os.path.getmtime(cut) < os.path.getmtime(src):
+        with open(src, "rb") as f_in, open(cut, "wb") as f_out:
+            shutil.copyfileobj(f_in, f_out)
+            f_out.truncate(os.path.getsize(src) * 6 // 10)
+    return cut
 
 
 def generate(path, mib, records, python):
@@ -133,13 +145,14 @@ def main():
                             if os.path.exists(src):
                                 os.remove(src)
                             generate(src, args.size_mib, records, args.python)
-                        else:
-                            if not os.path.exists(src):
-                                generate(src, args.size_mib, records, args.python)
-                            drop_caches()
-                            read_once(src)
+                        elif not os.path.exists(src):
+                            generate(src, args.size_mib, records, args.python)
                         out = os.path.join(workdir, "out")
-                        wall, rss, anon, file = measured(COMMANDS[name](binary, src, out))
+                        command = COMMANDS[name](binary, src, out)  # salvage: makes the cut copy
+                        if state == "cold-read":
+                            drop_caches()
+                            read_once(command[-4] if name == "salvage" else src)
+                        wall, rss, anon, file = measured(command)
                         print(f"| {label} | {state} | {name} | {tag} | {wall:.2f} | {rss:.0f} | {anon:.0f} | {file:.0f} |",
                               flush=True)
                         for ext in (".pt", ".safetensors"):

@@ -7,7 +7,7 @@
 #
 # SECONDS: per target (default 60; CI uses the default, `scripts/fuzz.sh 1800`
 # is a 30-minute local run). TARGET: checkpoint unpickle pickle_roundtrip zip
-# legacy safetensors shard_index dcp_metadata file_graph (default: all, one after the other). Environment: CKPTFIX_FUZZ_DIR
+# legacy safetensors shard_index dcp_metadata file_graph salvage (default: all, one after the other). Environment: CKPTFIX_FUZZ_DIR
 # (default build-fuzz), CKPTFIX_FUZZ_JOBS (parallel fuzzing processes per
 # target, default 1), CKPTFIX_FUZZ_MINIMIZE (at most this many findings per
 # target are minimized, default 10). Fuzzing goes on after a finding (fork
@@ -23,7 +23,7 @@ set -eu
 cd "$(dirname "$0")/.."
 SECONDS_PER_TARGET="${1:-60}"
 [ $# -gt 0 ] && shift
-TARGETS="${*:-checkpoint unpickle pickle_roundtrip zip legacy safetensors shard_index dcp_metadata file_graph}"
+TARGETS="${*:-checkpoint unpickle pickle_roundtrip zip legacy safetensors shard_index dcp_metadata file_graph salvage}"
 BUILD="${CKPTFIX_FUZZ_DIR:-build-fuzz}"
 JOBS="${CKPTFIX_FUZZ_JOBS:-1}"
 case "$SECONDS_PER_TARGET" in
@@ -59,7 +59,7 @@ signature() {
 found=0
 for t in $TARGETS; do
   case "$t" in
-    checkpoint|zip) dict="$OUT/file.dict"; max_len=65536 ;;
+    checkpoint|zip|salvage) dict="$OUT/file.dict"; max_len=65536 ;;
     legacy) dict="fuzz/pickle.dict"; max_len=65536 ;;
     safetensors|shard_index) dict="fuzz/safetensors.dict"; max_len=16384 ;;
     unpickle|pickle_roundtrip|dcp_metadata) dict="fuzz/pickle.dict"; max_len=16384 ;;

@@ -4,10 +4,12 @@
     python3 scripts/fuzz_seeds.py FIXTURES_DIR OUT_DIR
 
 Writes OUT_DIR/<target>/<name> for the targets checkpoint, zip, legacy,
-unpickle, pickle_roundtrip, safetensors, shard_index, dcp_metadata and file_graph: whole fixture files for the file
+unpickle, pickle_roundtrip, safetensors, shard_index, dcp_metadata, file_graph and salvage: whole fixture files for the file
 readers, small safetensors files built here (every dtype, metadata, escapes), and
 for the pickle targets each fixture's data.pkl, the five pickles of each
-legacy fixture, and small pickles of plain Python values at protocols 0-5.
+legacy fixture, small pickles of plain Python values at protocols 0-5, and
+for salvage each fixture cut, with its zip directory zeroed and with a byte
+flipped.
 Standard library only (no torch); nothing is ever unpickled.
 """
 import collections
@@ -139,6 +141,22 @@ def graph_seeds(fixtures):
     yield "shard-directory", graph_entry(0, "i.json", json.dumps({"weight_map": {"w": "s.bin"}})) + graph_entry(4, "s.bin", "")
 
 
+def damaged_versions(data, is_zip):
+    """(label, bytes) of a file damaged the ways salvage meets files: cut at
+    30, 60 and 90 %, the zip's central directory zeroed, a byte flipped in
+    the middle."""
+    for percent in (30, 60, 90):
+        yield f"cut{percent}", data[:len(data) * percent // 100]
+    if is_zip:
+        directory = data.find(b"PK\x01\x02")
+        if directory > 0:
+            yield "zeroed-directory", data[:directory] + bytes(len(data) - directory)
+    if data:
+        flipped = bytearray(data)
+        flipped[len(data) // 2] ^= 0x10
+        yield "flipped", bytes(flipped)
+
+
 def main():
     if len(sys.argv) != 3:
         sys.exit(__doc__)
@@ -152,6 +170,9 @@ def main():
             data = f.read()
         write(out, "checkpoint", name, data)
         count["checkpoint"] += 1
+        for label, damaged in damaged_versions(data, zipfile.is_zipfile(path)):
+            write(out, "salvage", f"{name}.{label}", damaged)
+            count["salvage"] += 1
         if zipfile.is_zipfile(path):
             write(out, "zip", name, data)
             count["zip"] += 1
@@ -195,6 +216,9 @@ def main():
         for target in ("safetensors", "checkpoint"):
             write(out, target, f"{name}.safetensors", data)
             count[target] += 1
+        for label, damaged in damaged_versions(data, False):
+            write(out, "salvage", f"{name}.safetensors.{label}", damaged)
+            count["salvage"] += 1
     print("fuzz seeds: " + ", ".join(f"{t} {n}" for t, n in sorted(count.items())))
 
 

@@ -71,11 +71,16 @@ int run(const CheckArgs& args) {
         }
       }
       violations = std::move(report.violations);
-    } catch (const std::exception& e) {
+    } catch (const std::exception& thrown) {
       // A file that does not open (damaged, dangerous, not a checkpoint) fails
-      // the gate, with the usual error line too.
+      // the gate, with the usual error line too (and, when damaged, what
+      // salvage could recover).
+      const auto* known = dynamic_cast<const Error*>(&thrown);
+      const std::optional<Error> hinted =
+          known != nullptr ? std::optional<Error>(with_salvage_hint(*known, input.path, options.open)) : std::nullopt;
+      const std::exception& e = hinted ? static_cast<const std::exception&>(*hinted) : thrown;
       o = failed_outcome(input, e);
-      const auto* err = dynamic_cast<const Error*>(&e);
+      const auto* err = hinted ? &*hinted : nullptr;
       violations.push_back({err == nullptr || err->location().empty() ? "structure" : err->location(),
                             err != nullptr ? err->message() : o.doc["error"].get<std::string>()});
     }

@@ -288,7 +288,7 @@ int run(const InspectArgs& inspect) {
       }
       return o;
     } catch (const Error& e) {
-      return failed_outcome(input, e);
+      return failed_outcome(input, with_salvage_hint(e, input.path, open));
     }
   });
   // One top-level list of tensors over all inputs, each naming its file.

@@ -46,7 +46,7 @@ int run(const VerifyArgs& args) {
       o.out = printable(input.path) + ": ok: " + report.summary() + "\n";
       return o;
     } catch (const Error& e) {
-      return failed_outcome(input, e);
+      return failed_outcome(input, with_salvage_hint(e, input.path, options.open));
     }
   });
   return finish_batch("verify", args.batch, result);

@@ -21,5 +21,6 @@ CommandRun register_verify(CLI::App& app);
 CommandRun register_diff(CLI::App& app);
 CommandRun register_check(CLI::App& app);
 CommandRun register_weights_only(CLI::App& app);
+CommandRun register_salvage(CLI::App& app);
 
 }  // namespace ckptfix::cli

@@ -27,6 +27,7 @@ int main(int argc, char** argv) {
   commands.emplace_back("diff", register_diff(app));
   commands.emplace_back("check", register_check(app));
   commands.emplace_back("weights-only", register_weights_only(app));
+  commands.emplace_back("salvage", register_salvage(app));
 
   // CLI11 would call an unknown command an unexpected argument; say it plainly.
   if (argc > 1 && argv[1][0] != '-') {

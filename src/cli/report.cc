@@ -10,6 +10,8 @@
 #include <new>
 #include <iostream>
 
+#include "ckptfix/salvage.h"
+
 namespace ckptfix::cli {
 
 std::string human_bytes(uint64_t bytes) {
@@ -132,6 +134,14 @@ OpenOptions open_options(const std::vector<std::string>& limits) {
     }
   }
   return options;
+}
+
+Error with_salvage_hint(const Error& e, const std::string& path, const OpenOptions& options) {
+  Error hinted = e;
+  if (e.kind() == ErrorKind::kCorrupt) {
+    if (const std::string hint = salvage_hint(path, options); !hint.empty()) hinted.note(hint);
+  }
+  return hinted;
 }
 
 int exit_code_for(const Error& e) {

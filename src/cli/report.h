@@ -45,6 +45,11 @@ std::pair<std::string, uint64_t> parse_limit(const std::string& item);
 /// Error(kInvalidArgument) for an unknown name or a bad value.
 OpenOptions open_options(const std::vector<std::string>& limits);
 
+/// For an input that does not open because it is damaged (Error kCorrupt):
+/// `e` with "; ckptfix salvage can recover 11 of 13 tensors" added when
+/// salvage would recover something; any other error as it is.
+Error with_salvage_hint(const Error& e, const std::string& path, const OpenOptions& options);
+
 /// Usage errors (bad option values, an output that exists without --force)
 /// exit with 2; everything else with 1.
 int exit_code_for(const Error& e);

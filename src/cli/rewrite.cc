@@ -62,8 +62,14 @@ std::filesystem::path output_for(const RewriteArgs& args, const Input& input) {
 
 void validate_outputs(const RewriteArgs& args, const std::vector<Input>& inputs) {
   const int ways = !args.output.empty() + !args.out_dir.empty() + args.in_place;
-  if (ways == 0) throw usage("say where to write: -o OUT, --out-dir DIR or --in-place");
-  if (ways > 1) throw usage("-o, --out-dir and --in-place exclude each other");
+  if (ways == 0) {
+    throw usage(args.in_place_offered ? "say where to write: -o OUT, --out-dir DIR or --in-place"
+                                      : "say where to write: -o OUT or --out-dir DIR");
+  }
+  if (ways > 1) {
+    throw usage(args.in_place_offered ? "-o, --out-dir and --in-place exclude each other"
+                                      : "-o and --out-dir exclude each other");
+  }
   if (!args.output.empty() && (inputs.size() != 1 || args.batch.inputs.size() != 1)) {
     throw usage("-o takes one input file; use --out-dir DIR for " + std::to_string(inputs.size()) + " inputs");
   }
@@ -256,18 +262,32 @@ SafetensorsResult save_safetensors_output(const Checkpoint& checkpoint, const st
 #endif
 }
 
+// A failure, with what the reader said of the input before it (salvage's report).
+Outcome failed_with(const Outcome& so_far, Outcome failed) {
+  failed.err = so_far.err + failed.err;
+  if (so_far.doc.contains("salvage")) failed.doc["salvage"] = so_far.doc["salvage"];
+  return failed;
+}
+
 }  // namespace
 
-void add_rewrite_options(CLI::App* cmd, RewriteArgs& args) {
+void add_rewrite_options(CLI::App* cmd, RewriteArgs& args, bool may_replace_input) {
   add_batch_options(cmd, args.batch);
   cmd->add_option("-o,--output", args.output, "Output file (one input)");
   cmd->add_option("--out-dir", args.out_dir,
                   "Write each output under DIR: the input's file name, or its path below a --recursive directory");
-  cmd->add_flag("--in-place", args.in_place, "Replace each input, only once its new version is complete");
+  args.in_place_offered = may_replace_input;
+  if (may_replace_input) {
+    cmd->add_flag("--in-place", args.in_place, "Replace each input, only once its new version is complete");
+  }
   cmd->add_flag("-f,--force", args.force, "Overwrite existing outputs");
   cmd->add_flag("--sync", args.sync,
-                "fsync each output (and its directory) so it also survives a power loss; --in-place always does");
-  cmd->add_flag("--no-verify", args.no_verify, "Skip verifying each written file before it replaces anything");
+                may_replace_input
+                    ? "fsync each output (and its directory) so it also survives a power loss; --in-place always does"
+                    : "fsync each output (and its directory) so it also survives a power loss");
+  if (may_replace_input) {
+    cmd->add_flag("--no-verify", args.no_verify, "Skip verifying each written file before it replaces anything");
+  }
   cmd->add_option("--gpu", args.gpu, "GPU round trip during verification: auto (default), require or off");
   cmd->add_option("--format", args.format,
                   "Output format: pt (torch zip) or safetensors; default: from the output's extension "
@@ -342,7 +362,8 @@ void finish_cast_options(const std::string& dtype, const std::vector<std::string
   for (const std::string& f : from) passes.cast_from.push_back(parse_user_dtype(f, "--from"));
 }
 
-int run_rewrite(const std::string& command, const RewriteArgs& args, const PassOptions& passes) {
+int run_rewrite(const std::string& command, const RewriteArgs& args, const PassOptions& passes,
+                const InputReader& read) {
   SaveOptions save_options;
   std::vector<std::pair<std::string, std::string>> metadata;
   uint64_t max_shard_size = 0;
@@ -378,7 +399,8 @@ int run_rewrite(const std::string& command, const RewriteArgs& args, const PassO
     Outcome o;
     o.doc = {{"path", input.path}, {"output", output.string()}};
     try {
-      Checkpoint checkpoint = Checkpoint::open(input.path, open);
+      ReadInput read_input = read ? read(input.path, open, o) : ReadInput{Checkpoint::open(input.path, open), {}};
+      Checkpoint& checkpoint = read_input.checkpoint;
       const PassReport report = apply_passes(checkpoint, *valid_passes);
       std::vector<std::string> warnings = report.warnings;
       const std::vector<std::string> unknown = unknown_globals(checkpoint);
@@ -401,7 +423,8 @@ int run_rewrite(const std::string& command, const RewriteArgs& args, const PassO
       }
       const CheckpointFormat written_as = safetensors ? CheckpointFormat::kSafetensors : CheckpointFormat::kZip;
       // Nothing to change and nothing to convert: leave an in-place input alone.
-      const bool needs_write = report.changed() || !args.in_place || checkpoint.format() != written_as ||
+      const bool needs_write = report.changed() || !read_input.lines.empty() || !args.in_place ||
+                               checkpoint.format() != written_as ||
                                !metadata.empty();
       if (!needs_write) {
         o.status = OutcomeStatus::kUnchanged;
@@ -462,13 +485,15 @@ int run_rewrite(const std::string& command, const RewriteArgs& args, const PassO
           bytes = saved.bytes;
           verification = saved.verification;
         }
+        lines.insert(lines.begin() + (safetensors ? 1 : 0), read_input.lines.begin(), read_input.lines.end());
         const bool converted = checkpoint.format() != written_as;
         if (converted) {
           // After a safetensors output's first line (what it is), before the rest.
           lines.insert(lines.begin() + (safetensors ? 1 : 0),
                        "converted from " + std::string(format_name(checkpoint.format())));
         }
-        o.status = report.changed() || (safetensors && converted) ? OutcomeStatus::kOk : OutcomeStatus::kUnchanged;
+        o.status = report.changed() || !read_input.lines.empty() || (safetensors && converted) ? OutcomeStatus::kOk
+                                                                                                : OutcomeStatus::kUnchanged;
         o.doc["verification"] = verification_json(verification);
         o.doc["bytes_written"] = bytes;
         std::string line = "ckptfix: " + printable(input.path) + " -> " + printable(output.string()) + ": ";
@@ -482,9 +507,9 @@ int run_rewrite(const std::string& command, const RewriteArgs& args, const PassO
       o.doc["status"] = status_name(o.status);
     } catch (Error& e) {
       e.in_file(input.path);  // pass errors know the key but not the file
-      return failed_outcome(input, e);
+      return failed_with(o, failed_outcome(input, e));
     } catch (const std::filesystem::filesystem_error& e) {
-      return failed_outcome(input, Error(ErrorKind::kIo, e.code().message()).in_file(e.path1().string()));
+      return failed_with(o, failed_outcome(input, Error(ErrorKind::kIo, e.code().message()).in_file(e.path1().string())));
     }
     return o;
   });

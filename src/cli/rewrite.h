@@ -3,6 +3,7 @@
 // one input: open, apply the passes, write, verify, report.
 #pragma once
 
+#include <functional>
 #include <optional>
 #include <string>
 #include <vector>
@@ -19,6 +20,7 @@ struct RewriteArgs {
   std::string output;   ///< -o, one input only
   std::string out_dir;  ///< --out-dir: same relative paths under DIR
   bool in_place = false;
+  bool in_place_offered = true;  ///< false for salvage, which never replaces its input
   bool force = false;
   bool no_verify = false;
   bool sync = false;
@@ -33,8 +35,9 @@ struct RewriteArgs {
 };
 
 /// Adds the batch options, -o, --out-dir, --in-place, --force, --no-verify, --gpu,
-/// --format, --drop-aliases, --metadata.
-void add_rewrite_options(CLI::App* cmd, RewriteArgs& args);
+/// --format, --drop-aliases, --metadata. Without `may_replace_input`
+/// (salvage), neither --in-place nor --no-verify.
+void add_rewrite_options(CLI::App* cmd, RewriteArgs& args, bool may_replace_input = true);
 /// Adds --key PATH (repeatable).
 void add_key_option(CLI::App* cmd, PassOptions& passes);
 /// --weights-only (when `with_switch`; the weights-only command implies it) and --drop-unknown.
@@ -57,7 +60,21 @@ TorchVersion parse_user_torch(const std::string& text);
 /// The help text of --torch.
 std::string torch_option_help(const std::string& what);
 
-/// Runs `command` over every input. Returns the exit code.
-int run_rewrite(const std::string& command, const RewriteArgs& args, const PassOptions& passes);
+/// What reading one input gave: the checkpoint, and what the reading itself
+/// did, for the front of the input's report line ("salvaged 11 of 13
+/// tensors"); an input with such lines counts as changed.
+struct ReadInput {
+  Checkpoint checkpoint;
+  std::vector<std::string> lines;
+};
+/// How a rewriting command reads an input: Checkpoint::open, or for salvage
+/// its own reader, which may also add to the input's outcome (its JSON
+/// object and text), kept even when the reader then fails.
+using InputReader = std::function<ReadInput(const std::string& path, const OpenOptions& options, Outcome& outcome)>;
+
+/// Runs `command` over every input, each read by `read` (default:
+/// Checkpoint::open). Returns the exit code.
+int run_rewrite(const std::string& command, const RewriteArgs& args, const PassOptions& passes,
+                const InputReader& read = {});
 
 }  // namespace ckptfix::cli

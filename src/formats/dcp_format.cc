@@ -20,6 +20,7 @@
 #include "formats/registry.h"
 #include "io/bytes.h"
 #include "model/torch_objects.h"
+#include "zip/crc32.h"
 
 namespace ckptfix {
 namespace {
@@ -47,6 +48,26 @@ class DistcpFiles {
   NamedFiles named_;
   std::map<std::string, uint32_t> inputs_;
 };
+
+// Salvage: a storage of an item is kept only when its bytes match the CRC-32
+// its zip records (an intact central directory says nothing of the data).
+void check_item_crc(const InputFile& file, const Storage& s, const std::string& what) {
+  if (s.source.encoding != StorageSource::Encoding::kStored) return;
+  uint32_t crc = 0;
+  std::vector<std::byte> buffer(size_t{1} << 20);
+  for (uint64_t done = 0; done < s.source.length;) {
+    const uint64_t n = std::min<uint64_t>(buffer.size(), s.source.length - done);
+    file.read(s.source.offset + done, std::span(buffer.data(), n), what);
+    crc = crc32_update(crc, std::span(buffer.data(), n));
+    done += n;
+  }
+  if (crc != s.source.crc32) {
+    throw Error(ErrorKind::kCorrupt, "CRC-32 mismatch (the bytes have " + hex_offset(crc) + ", the archive records " +
+                                         hex_offset(s.source.crc32) + ")")
+        .in_file(file.name())
+        .at(what);
+  }
+}
 
 // One item (a chunk or a value), read as the torch.save checkpoint it is,
 // its storages moved to their place in the .distcp file.
@@ -87,6 +108,7 @@ Item read_item(CheckpointImpl& impl, DistcpFiles& files, const DcpLocation& at, 
     s.input = item.input;
     s.source.offset += at.offset;
     s.source.record = what + ": " + s.source.record;
+    if (impl.salvage != nullptr) check_item_crc(*whole, s, what);
   }
   return item;
 }
@@ -323,6 +345,7 @@ void read_dcp_checkpoint(CheckpointImpl& impl) {
     }
   }();
   impl.format = CheckpointFormat::kDcp;
+  if (impl.salvage != nullptr) impl.salvage->found_by = ".metadata";
   // Laid out as dcp_to_torch_save's torch.save of a plain dict.
   impl.archive_root = "archive";
   impl.style = ArchiveStyle::newest();
@@ -333,12 +356,28 @@ void read_dcp_checkpoint(CheckpointImpl& impl) {
   Value* ordered_dict = g.make_global("collections", "OrderedDict");
   for (const DcpEntry& e : metadata.entries) {
     Value* value;
-    if (e.is_tensor) {
-      const int32_t storage = tensor_storage(impl, files, e);
-      value = g.make(ValueKind::kObject);
-      make_rebuild_call(g, *value, impl.storages, storage, 0, e.size, contiguous_strides(e.size), false, ordered_dict);
-    } else {
-      value = bytes_value(impl, files, e);
+    try {
+      if (e.is_tensor) {
+        const int32_t storage = tensor_storage(impl, files, e);
+        value = g.make(ValueKind::kObject);
+        make_rebuild_call(g, *value, impl.storages, storage, 0, e.size, contiguous_strides(e.size), false, ordered_dict);
+      } else {
+        value = bytes_value(impl, files, e);
+      }
+    } catch (const Error& error) {
+      // Salvage: an entry whose .distcp file is missing, cut or damaged is
+      // lost, and left out (as a lost tensor is left out of its dict).
+      if (impl.salvage == nullptr || (error.kind() != ErrorKind::kCorrupt && error.kind() != ErrorKind::kIo &&
+                                      error.kind() != ErrorKind::kNotCheckpoint)) {
+        throw;
+      }
+      Path path;
+      for (const DcpPathStep& step : e.path) path.emplace_back(step.is_int ? PathElement(step.index) : PathElement(step.key));
+      uint64_t bytes = e.is_tensor ? element_size(e.dtype) : e.location.length;
+      for (int64_t d : e.is_tensor ? e.size : std::vector<int64_t>{}) bytes *= static_cast<uint64_t>(d);
+      const std::string file = e.is_tensor ? (e.chunks.empty() ? std::string() : e.chunks.front().location.file) : e.location.file;
+      impl.salvage->lost.push_back({path_to_string(path), file, bytes, error.what()});
+      continue;
     }
     placer.place(e.path, value, e.fqn);
   }

@@ -11,6 +11,7 @@
 #include "ckptfix/error.h"
 #include "formats/registry.h"
 #include "io/bytes.h"
+#include "model/prune_lost.h"
 #include "model/torch_objects.h"
 #include "pickle/unpickler.h"
 
@@ -93,6 +94,8 @@ void read_legacy_checkpoint(CheckpointImpl& impl) {
   });
 
   std::unordered_map<std::string, LegacyData> data;
+  // Salvage (impl.salvage set): why the storages from the first one cut on are lost.
+  std::string lost_from_here;
   for (const Value* key : keys->items) {
     if (!key->is_str() && key->kind != ValueKind::kPyStr) {
       throw Error(ErrorKind::kCorrupt, "legacy storage key list holds a non-string key");
@@ -102,11 +105,26 @@ void read_legacy_checkpoint(CheckpointImpl& impl) {
       throw Error(ErrorKind::kCorrupt, "legacy storage key list names '" + key->text + "', which the pickle never uses");
     }
     const std::string what = "storage '" + key->text + "' data";
+    if (!lost_from_here.empty()) {  // salvage: after a cut, every later storage is lost too
+      impl.salvage->lost_storages.emplace(key->text, lost_from_here);
+      continue;
+    }
+    if (impl.salvage != nullptr && file.size() < pos + 8) {
+      lost_from_here = "cut at offset " + hex_offset(file.size()) + " (the file ends there)";
+      impl.salvage->lost_storages.emplace(key->text, lost_from_here);
+      continue;
+    }
     const FileBytes header = file.read_bytes(pos, 8, what + " header");
     LegacyData d;
     d.count = load_le<uint64_t>(header.data());
     d.offset = pos + 8;
     const auto length = checked_mul(d.count, size->second);
+    if (impl.salvage != nullptr && (!length || *length > file.size() - d.offset)) {
+      lost_from_here = length ? "cut at offset " + hex_offset(file.size()) + " (the file ends there)"
+                              : "its element count at offset " + hex_offset(pos) + " is absurd (damaged)";
+      impl.salvage->lost_storages.emplace(key->text, lost_from_here);
+      continue;
+    }
     if (!length) throw Error(ErrorKind::kCorrupt, what + " at offset " + hex_offset(pos) + " has an absurd element count");
     file.check_range(d.offset, *length, what);  // throws if truncated
     pos = d.offset + *length;
@@ -128,6 +146,10 @@ void read_legacy_checkpoint(CheckpointImpl& impl) {
     }
   });
 
+  if (impl.salvage != nullptr) {
+    impl.salvage->found_by = "legacy storage section";
+    prune_lost_tensors(impl);
+  }
   build_storage_table(impl, [&](const std::string& key) {
     auto it = data.find(key);
     if (it == data.end()) {

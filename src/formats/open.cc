@@ -20,9 +20,10 @@ const char kDcpMetadata[] = ".metadata";
 enum class Reading { kAnyFormat, kDcpMetadata, kNamedFile };
 
 Checkpoint open_input(std::shared_ptr<const InputFile> file, const OpenOptions& options, Reading reading,
-                      std::string_view named_as = {}) {
+                      std::string_view named_as = {}, SalvageLog* salvage = nullptr) {
   auto impl = std::make_unique<CheckpointImpl>();
   impl->file = std::move(file);
+  impl->salvage = salvage;
   impl->limits = options.limits;
   impl->leave_payloads_in_file = options.leave_payloads_in_file;
   const std::string name = impl->file->name();  // a copy: impl goes into the Checkpoint, which may not survive
@@ -32,6 +33,7 @@ Checkpoint open_input(std::shared_ptr<const InputFile> file, const OpenOptions& 
       case Reading::kDcpMetadata: read_dcp_checkpoint(*impl); break;
       case Reading::kNamedFile: read_named_checkpoint(*impl, named_as); break;
     }
+    impl->salvage = nullptr;  // the log is the caller's, and reading is done
     Checkpoint checkpoint = CheckpointAccess::adopt(std::move(impl));
     validate_tensor_views(checkpoint);
     return checkpoint;
@@ -41,6 +43,10 @@ Checkpoint open_input(std::shared_ptr<const InputFile> file, const OpenOptions& 
 }  // namespace
 
 Checkpoint Checkpoint::open(const std::filesystem::path& path, const OpenOptions& options) {
+  return open_checkpoint(path, options, nullptr);
+}
+
+Checkpoint open_checkpoint(const std::filesystem::path& path, const OpenOptions& options, SalvageLog* salvage) {
   std::error_code ec;
   if (std::filesystem::is_directory(path, ec)) {
     const std::filesystem::path metadata = path / kDcpMetadata;
@@ -50,18 +56,20 @@ Checkpoint Checkpoint::open(const std::filesystem::path& path, const OpenOptions
           .in_file(path.string());
     }
     return open_input(error_boundary(metadata.string(), [&] { return InputFile::open(metadata); }), options,
-                      Reading::kDcpMetadata);
+                      Reading::kDcpMetadata, {}, salvage);
   }
   const Reading reading = path.filename() == kDcpMetadata ? Reading::kDcpMetadata : Reading::kAnyFormat;
-  return open_input(error_boundary(path.string(), [&] { return InputFile::open(path); }), options, reading);
+  return open_input(error_boundary(path.string(), [&] { return InputFile::open(path); }), options, reading, {},
+                    salvage);
 }
 
 Checkpoint Checkpoint::from_bytes(std::string bytes, std::string name, const OpenOptions& options) {
   return open_input(InputFile::from_memory(std::move(bytes), std::move(name)), options, Reading::kAnyFormat);
 }
 
-Checkpoint open_named_file(std::shared_ptr<const InputFile> file, std::string_view kind, const OpenOptions& options) {
-  return open_input(std::move(file), options, Reading::kNamedFile, kind);
+Checkpoint open_named_file(std::shared_ptr<const InputFile> file, std::string_view kind, const OpenOptions& options,
+                           SalvageLog* salvage) {
+  return open_input(std::move(file), options, Reading::kNamedFile, kind, salvage);
 }
 
 }  // namespace ckptfix

@@ -10,6 +10,7 @@
 #pragma once
 
 #include <cstddef>
+#include <filesystem>
 #include <span>
 #include <string_view>
 
@@ -67,6 +68,13 @@ void read_named_checkpoint(CheckpointImpl& impl, std::string_view kind);
 /// is (its format decided by its content, tensor views validated), in the
 /// formats that keep all their bytes in that one file: a format that names
 /// files (an index) is refused as `kind` ("shard"), naming what it is.
-Checkpoint open_named_file(std::shared_ptr<const InputFile> file, std::string_view kind, const OpenOptions& options);
+/// With `salvage` (a shard of a set being salvaged): read as salvage reads,
+/// damage logged there.
+Checkpoint open_named_file(std::shared_ptr<const InputFile> file, std::string_view kind, const OpenOptions& options,
+                           SalvageLog* salvage = nullptr);
+
+/// Checkpoint::open, or with `salvage` set, the reading of salvage_checkpoint
+/// (include/ckptfix/salvage.h): the readers go on past damage, logging it.
+Checkpoint open_checkpoint(const std::filesystem::path& path, const OpenOptions& options, SalvageLog* salvage);
 
 }  // namespace ckptfix

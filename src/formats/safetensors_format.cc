@@ -14,7 +14,17 @@ namespace ckptfix {
 bool is_safetensors(std::span<const std::byte> file) { return looks_like_safetensors(file); }
 
 void read_safetensors_checkpoint(CheckpointImpl& impl) {
-  const SafetensorsHeader header = read_safetensors_header(*impl.file);
+  SafetensorsHeader header = read_safetensors_header(*impl.file, impl.salvage != nullptr);
+  if (impl.salvage != nullptr) {
+    // Salvage: the tensors whose bytes the file still holds whole.
+    impl.salvage->found_by = "safetensors header";
+    std::erase_if(header.entries, [&](const SafetensorsEntry& e) {
+      if (header.data_start + e.end <= impl.file->size()) return false;
+      impl.salvage->lost.push_back({e.name, "tensor '" + e.name + "'", e.end - e.begin,
+                                    "cut at offset " + hex_offset(impl.file->size()) + " (the file ends there)"});
+      return true;
+    });
+  }
   impl.format = CheckpointFormat::kSafetensors;
   Value* root = begin_built_state_dict(impl);
   impl.safetensors_metadata = header.metadata;

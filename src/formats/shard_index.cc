@@ -17,6 +17,7 @@
 #include <algorithm>
 #include <cstring>
 #include <map>
+#include <optional>
 #include <set>
 
 #include "ckptfix/error.h"
@@ -123,17 +124,48 @@ void read_shard_index(CheckpointImpl& impl) {
   std::map<std::string, const std::string*> first_tensor_in;  // a shard -> the first tensor placed in it, for errors
   for (const auto& [tensor, shard] : shard_of) first_tensor_in.emplace(shard, &tensor);
   const auto entry_of = [&](const std::string& name) { return "tensor '" + *first_tensor_in.at(name) + "'"; };
-  for (const std::string& name : shard_names) files.open(name, entry_of(name));
+  // Salvage: a shard that is missing or beyond salvage loses its tensors;
+  // what a damaged shard still holds is kept. Breaking the rules of named
+  // files is refused as always.
+  SalvageLog* const salvage = impl.salvage;
+  if (salvage != nullptr) salvage->found_by = "shard index";
+  std::set<std::string> lost_shards;
+  const auto lose_shard = [&](const std::string& name, const std::string& reason) {
+    lost_shards.insert(name);
+    for (const auto& [tensor, shard] : shard_of) {
+      if (shard == name) salvage->lost.push_back({tensor, name, 0, reason});
+    }
+  };
   for (const std::string& name : shard_names) {
+    std::error_code ec;
+    if (salvage != nullptr && is_plain_file_name(name) && !std::filesystem::exists(dir / name, ec)) {
+      lose_shard(name, "shard '" + name + "': file missing");
+      continue;
+    }
+    files.open(name, entry_of(name));
+  }
+  for (const std::string& name : shard_names) {
+    if (lost_shards.count(name) != 0) continue;
     const std::filesystem::path path = dir / name;
     const std::string entry = entry_of(name);
-    Checkpoint shard = [&] {
-      try {
-        return open_named_file(files.open(name, entry), "shard", options);
-      } catch (Error& e) {
-        throw e.at(entry).note("a shard named by the index '" + impl.file->name() + "'");
+    SalvageLog shard_log;
+    std::optional<Checkpoint> opened;
+    try {
+      opened = open_named_file(files.open(name, entry), "shard", options, salvage != nullptr ? &shard_log : nullptr);
+    } catch (Error& e) {
+      if (salvage != nullptr && (e.kind() == ErrorKind::kCorrupt || e.kind() == ErrorKind::kNotCheckpoint)) {
+        lose_shard(name, "shard '" + name + "': " + e.message());
+        continue;
       }
-    }();
+      throw e.at(entry).note("a shard named by the index '" + impl.file->name() + "'");
+    }
+    if (salvage != nullptr) {
+      for (SalvageLog::Lost& l : shard_log.lost) {
+        salvage->lost.push_back({l.key, name + ": " + l.storage, l.bytes, "shard '" + name + "': " + l.reason});
+      }
+      for (const std::string& note : shard_log.notes) salvage->notes.push_back("shard '" + name + "': " + note);
+    }
+    Checkpoint& shard = *opened;
     const CheckpointImpl& s = impl_of(shard);
     const auto root_entries = root_state_dict_entries(shard);
     if (!root_entries) throw Error(ErrorKind::kCorrupt, "the shard is not a state dict").in_file(path.string());
@@ -174,14 +206,24 @@ void read_shard_index(CheckpointImpl& impl) {
       root_dict->entries().emplace_back(g.make_str(e.key), call);
     }
   }
+  std::set<std::string> logged_lost;
+  if (salvage != nullptr) {
+    for (const SalvageLog::Lost& l : salvage->lost) logged_lost.insert(l.key);
+  }
   for (const auto& [tensor, shard] : shard_of) {
     if (found_in.count(tensor) == 0) {
+      if (salvage != nullptr) {
+        if (logged_lost.count(tensor) == 0) {
+          salvage->lost.push_back({tensor, shard, 0, "the index places it in '" + shard + "', which does not hold it"});
+        }
+        continue;
+      }
       throw Error(ErrorKind::kCorrupt, "the index places it in '" + shard + "', which does not hold it")
           .in_file((dir / shard).string())
           .at("tensor '" + tensor + "'");
     }
   }
-  if (total_size && *total_size != held && *total_size != key_bytes) {
+  if (salvage == nullptr && total_size && *total_size != held && *total_size != key_bytes) {
     throw index_error("metadata.total_size is " + std::to_string(*total_size) + " but the shards hold " +
                       std::to_string(held) + " bytes of tensors" +
                       (key_bytes != held ? " (" + std::to_string(key_bytes) + " counting each key's own bytes)" : ""));

@@ -7,6 +7,8 @@
 
 #include "ckptfix/error.h"
 #include "formats/registry.h"
+#include "formats/torch_zip_parts.h"
+#include "salvage/zip_salvage.h"
 #include "io/bytes.h"
 #include "model/torch_objects.h"
 #include "pickle/unpickler.h"
@@ -29,42 +31,80 @@ std::string trim(std::string s) {
   return s;
 }
 
-// Only what torch's writer leaves behind is taken; anything else in these
-// records (which torch never writes) leaves the default, so the output's
-// records still describe the output.
-void read_archive_style(const ZipReader& zip, const std::string& root, ArchiveStyle& style) {
-  auto small = [&](const std::string& name) -> std::optional<std::string> {
-    const ZipEntry* e = zip.find(root + name);
-    if (e == nullptr) return std::nullopt;
-    return trim(zip.read_all(*e, kMaxSmallRecord));
-  };
+}  // namespace
+
+ZipLimits zip_limits_of(const ReadLimits& limits) {
+  ZipLimits zip;
+  zip.max_storages = limits.max_storages;
+  zip.max_inflate_ratio = limits.max_inflate_ratio;
+  zip.inflate_allowance_bytes = limits.inflate_allowance_bytes;
+  zip.max_inflated_bytes = limits.max_inflated_bytes;
+  return zip;
+}
+
+void read_torch_records(CheckpointImpl& impl, const std::string& root, const SmallRecordReader& small) {
+  if (const auto order = small(root + "byteorder")) {
+    const std::string value = trim(*order);
+    if (value == "big") {
+      impl.big_endian = true;
+    } else if (value != "little") {
+      throw Error(ErrorKind::kCorrupt, "byteorder record says '" + value + "', expected 'little' or 'big'")
+          .at(root + "byteorder");
+    }
+  }
+  // Only what torch's writer leaves behind is taken; anything else in these
+  // records (which torch never writes) leaves the default, so the output's
+  // records still describe the output.
   auto number = [](const std::string& text) -> std::optional<uint64_t> {
     if (text.empty() || text.size() > 9 || !std::all_of(text.begin(), text.end(), [](char c) { return c >= '0' && c <= '9'; })) {
       return std::nullopt;
     }
     return std::stoull(text);
   };
-  if (const auto version = small(".format_version")) {
-    const auto n = number(*version);
-    style.format_version = n && *n >= 1;
+  if (const auto version = small(root + ".format_version")) {
+    const auto n = number(trim(*version));
+    impl.style.format_version = n && *n >= 1;
   }
-  if (const auto alignment = small(".storage_alignment")) {
-    const auto n = number(*alignment);
-    if (n && *n != 0 && *n % 64 == 0 && *n <= 65536) style.storage_alignment = static_cast<uint32_t>(*n);
+  if (const auto alignment = small(root + ".storage_alignment")) {
+    const auto n = number(trim(*alignment));
+    if (n && *n != 0 && *n % 64 == 0 && *n <= 65536) impl.style.storage_alignment = static_cast<uint32_t>(*n);
   }
-  style.serialization_id = zip.find(root + ".data/serialization_id") != nullptr;
+  impl.style.serialization_id = small(root + ".data/serialization_id").has_value();
 }
 
-}  // namespace
+uint64_t parse_object_pickle(CheckpointImpl& impl, std::span<const std::byte> bytes, const std::string& record,
+                             UnpickleOptions options) {
+  options.max_values = impl.pickle_values();
+  options.max_name_bytes = impl.limits.max_name_bytes;
+  options.on_global = [&impl](const std::string& module, const std::string& name) {
+    impl.note_global(module, name);
+  };
+  try {
+    const UnpickleResult parsed = unpickle(bytes, impl.graph, options);
+    impl.root = parsed.root;
+    impl.protocol = parsed.protocol;
+    impl.opcodes |= parsed.opcodes;
+    impl.pickle_bytes_held = parsed.held_bytes;
+    impl.payloads_in_file = parsed.held_bytes != parsed.length;
+    return parsed.length;
+  } catch (Error& e) {
+    e.within(record);
+    throw;
+  }
+}
+
+void refuse_torchscript(const std::function<bool(const std::string& prefix)>& has_record, const std::string& root) {
+  if (has_record(root + "constants.pkl") || has_record(root + "code/")) {
+    throw Error(ErrorKind::kUnsupported,
+                "this is a TorchScript archive (torch.jit.save), not a torch.save checkpoint; load it with "
+                "torch.jit.load, or save model.state_dict() with torch.save and run ckptfix on that");
+  }
+}
 
 void read_zip_checkpoint(CheckpointImpl& impl) {
+  if (impl.salvage != nullptr) return salvage_zip_checkpoint(impl);  // records found however they still can be
   impl.format = CheckpointFormat::kZip;
-  ZipLimits zip_limits;
-  zip_limits.max_storages = impl.limits.max_storages;
-  zip_limits.max_inflate_ratio = impl.limits.max_inflate_ratio;
-  zip_limits.inflate_allowance_bytes = impl.limits.inflate_allowance_bytes;
-  zip_limits.max_inflated_bytes = impl.limits.max_inflated_bytes;
-  impl.zip = std::make_unique<ZipReader>(impl.file, zip_limits);
+  impl.zip = std::make_unique<ZipReader>(impl.file, zip_limits_of(impl.limits));
   const ZipReader& zip = *impl.zip;
   if (zip.entries().empty()) throw Error(ErrorKind::kCorrupt, "zip archive has no records");
 
@@ -78,27 +118,17 @@ void read_zip_checkpoint(CheckpointImpl& impl) {
   impl.archive_root = first.substr(0, slash);
   const std::string root = impl.archive_root + "/";
 
-  if (zip.find(root + "constants.pkl") || has_record_with_prefix(zip, root + "code/")) {
-    throw Error(ErrorKind::kUnsupported,
-                "this is a TorchScript archive (torch.jit.save), not a torch.save checkpoint; load it with "
-                "torch.jit.load, or save model.state_dict() with torch.save and run ckptfix on that");
-  }
+  refuse_torchscript([&](const std::string& prefix) { return has_record_with_prefix(zip, prefix); }, root);
   const ZipEntry* pickle = zip.find(root + "data.pkl");
   if (pickle == nullptr) {
     throw Error(ErrorKind::kNotCheckpoint, "zip archive has no record '" + root +
                                                "data.pkl', so it is not a torch.save checkpoint");
   }
-  if (const ZipEntry* order = zip.find(root + "byteorder")) {
-    const std::string value = trim(zip.read_all(*order, kMaxSmallRecord));
-    if (value == "big") {
-      impl.big_endian = true;
-    } else if (value != "little") {
-      throw Error(ErrorKind::kCorrupt, "byteorder record says '" + value + "', expected 'little' or 'big'")
-          .at(order->name);
-    }
-  }
-
-  read_archive_style(zip, root, impl.style);
+  read_torch_records(impl, root, [&](const std::string& name) -> std::optional<std::string> {
+    const ZipEntry* e = zip.find(name);
+    if (e == nullptr) return std::nullopt;
+    return zip.read_all(*e, kMaxSmallRecord);
+  });
 
   // A stored data.pkl (torch never deflates it) is parsed where it lies in
   // the file mapping, so only the pages of its opcodes are touched; with
@@ -122,22 +152,7 @@ void read_zip_checkpoint(CheckpointImpl& impl) {
     inflated = zip.read_all(*pickle, impl.limits.max_pickle_bytes, "max_pickle_bytes");
     pickle_bytes = as_bytes(inflated);
   }
-  unpickle_options.max_values = impl.pickle_values();
-  unpickle_options.max_name_bytes = impl.limits.max_name_bytes;
-  unpickle_options.on_global = [&impl](const std::string& module, const std::string& name) {
-    impl.note_global(module, name);
-  };
-  try {
-    const UnpickleResult parsed = unpickle(pickle_bytes, impl.graph, unpickle_options);
-    impl.root = parsed.root;
-    impl.protocol = parsed.protocol;
-    impl.opcodes |= parsed.opcodes;
-    impl.pickle_bytes_held = parsed.held_bytes;
-    impl.payloads_in_file = parsed.held_bytes != parsed.length;
-  } catch (Error& e) {
-    e.within(pickle->name);
-    throw;
-  }
+  parse_object_pickle(impl, pickle_bytes, pickle->name, unpickle_options);
 
   build_storage_table(impl, [&](const std::string& key) {
     const std::string name = root + "data/" + key;

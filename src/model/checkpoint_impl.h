@@ -4,6 +4,7 @@
 #pragma once
 
 #include <deque>
+#include <map>
 #include <memory>
 #include <string>
 #include <unordered_map>
@@ -67,8 +68,34 @@ struct StateDict : StateDictInfo {
   Value* dict = nullptr;  ///< kDict or an OrderedDict kObject
 };
 
+/// What salvage (include/ckptfix/salvage.h) learns while a reader reads a
+/// damaged file: the readers keep going past damage and say what is lost.
+struct SalvageLog {
+  struct Lost {
+    std::string key;      ///< the tensor's path ('/'-separated)
+    std::string storage;  ///< the storage or record it needed
+    uint64_t bytes = 0;
+    std::string reason;
+  };
+  /// Storage key -> why its bytes are lost (the readers of torch files);
+  /// prune_lost_tensors then takes the tensors over them out of the graph.
+  std::map<std::string, std::string> lost_storages;
+  /// How lost tensors name their storage: this prefix and the key (a torch
+  /// zip: "archive/data/", its record), or when empty "storage 'KEY'".
+  std::string storage_record_prefix;
+  /// The tensors lost, in the order of the object.
+  std::vector<Lost> lost;
+  /// Where the records came from ("central directory", "local headers", ...).
+  std::string found_by;
+  /// What else the reader had to decide (a damaged small record replaced by
+  /// torch's default).
+  std::vector<std::string> notes;
+};
+
 struct CheckpointImpl {
   std::shared_ptr<const InputFile> file;
+  /// Set by salvage_checkpoint: readers log damage here and go on.
+  SalvageLog* salvage = nullptr;
   /// The other files a shard set's storages are in (see Storage::input).
   std::vector<std::shared_ptr<const InputFile>> shards;
   std::unique_ptr<ZipReader> zip;  // null for legacy files

@@ -688,4 +688,11 @@ UnpickleResult unpickle(std::span<const std::byte> bytes, ValueGraph& graph, con
   return machine.run();
 }
 
+bool is_truncated_pickle(const Error& e) {
+  constexpr std::string_view kMark = "(truncated)";
+  const std::string& m = e.message();
+  return e.kind() == ErrorKind::kCorrupt && m.size() >= kMark.size() &&
+         m.compare(m.size() - kMark.size(), kMark.size(), kMark) == 0;
+}
+
 }  // namespace ckptfix

@@ -90,6 +90,10 @@ struct UnpickleOptions {
 /// Errors carry the location "+0x<offset>" of the offending opcode.
 UnpickleResult unpickle(std::span<const std::byte> bytes, ValueGraph& graph, const UnpickleOptions& options = {});
 
+/// Whether `e` (from unpickle) says the pickle ran out of bytes before its
+/// STOP: every such message of the unpickler ends in "(truncated)".
+bool is_truncated_pickle(const Error& e);
+
 /// The default global check: throws Error(kUnsafe) naming a known gadget
 /// (global_policy.h).
 void refuse_dangerous_global(const std::string& module, const std::string& name);

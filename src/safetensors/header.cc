@@ -140,7 +140,7 @@ SafetensorsHeader parse_safetensors_header(std::span<const std::byte> file) {
   return parse_safetensors_header(file, file.size());
 }
 
-SafetensorsHeader parse_safetensors_header(std::span<const std::byte> head, uint64_t file_size) {
+SafetensorsHeader parse_safetensors_header(std::span<const std::byte> head, uint64_t file_size, bool allow_cut_data) {
   if (file_size < 8 || head.size() < 8) {
     throw Error(ErrorKind::kCorrupt, "file is " + std::to_string(file_size) +
                                          " bytes, shorter than a safetensors header length");
@@ -204,7 +204,7 @@ SafetensorsHeader parse_safetensors_header(std::span<const std::byte> head, uint
     at = e.end;
   }
   const uint64_t data = file_size - header.data_start;
-  if (at != data) {
+  if (at != data && !(allow_cut_data && at > data)) {
     throw corrupt_at("safetensors header",
                      at > data ? "the tensors need " + std::to_string(at) + " bytes of data but the file holds " +
                                      std::to_string(data) + "; the file is truncated"
@@ -243,14 +243,14 @@ std::string encode_safetensors_header(const std::vector<SafetensorsEntry>& entri
   return out + json;
 }
 
-SafetensorsHeader read_safetensors_header(const InputFile& file) {
+SafetensorsHeader read_safetensors_header(const InputFile& file, bool allow_cut_data) {
   // The length, then the header it gives (within the format's limit and the
   // file): only those bytes are read, never the tensors'.
   const FileBytes length = file.head(8);
   uint64_t n = length.size() == 8 ? load_le<uint64_t>(length.data()) : 0;
   n = std::min({n, kMaxSafetensorsHeader, file.size() - std::min<uint64_t>(file.size(), 8)});
   const FileBytes head = file.head(8 + n);
-  return parse_safetensors_header(head.span(), file.size());
+  return parse_safetensors_header(head.span(), file.size(), allow_cut_data);
 }
 
 }  // namespace ckptfix

@@ -57,13 +57,15 @@ bool looks_like_safetensors(std::span<const std::byte> file);
 SafetensorsHeader parse_safetensors_header(std::span<const std::byte> file);
 /// The same for a file of `file_size` bytes of which `head` holds at least
 /// the first 8 + N (all, when the file is shorter): the header is read, the
-/// tensor bytes are not.
-SafetensorsHeader parse_safetensors_header(std::span<const std::byte> head, uint64_t file_size);
+/// tensor bytes are not. `allow_cut_data` (salvage): the file may end
+/// before the tensors' data does.
+SafetensorsHeader parse_safetensors_header(std::span<const std::byte> head, uint64_t file_size,
+                                           bool allow_cut_data = false);
 
 class InputFile;
 /// parse_safetensors_header of a file, reading only the length and the
 /// header (never the tensors' bytes).
-SafetensorsHeader read_safetensors_header(const InputFile& file);
+SafetensorsHeader read_safetensors_header(const InputFile& file, bool allow_cut_data = false);
 
 /// The 8-byte length and the JSON header, space-padded to a multiple of 8,
 /// exactly as the safetensors library writes them. `entries` must already

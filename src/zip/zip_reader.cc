@@ -212,34 +212,38 @@ void ZipReader::locate_data(ZipEntry& e) const {
   }
 }
 
+InflationBudget::InflationBudget(uint64_t file_size, const ZipLimits& limits) : file_size_(file_size), limits_(limits) {
+  const auto by_ratio = checked_mul(file_size, limits.max_inflate_ratio);
+  allowed_ = limits.max_inflate_ratio == 0 || !by_ratio ? UINT64_MAX
+                                                       : std::max(*by_ratio, limits.inflate_allowance_bytes);
+}
+
+void InflationBudget::add(const std::string& record, uint64_t inflated) {
+  const auto sum = checked_add(total_, inflated);
+  total_ = sum ? *sum : UINT64_MAX;
+  if (total_ > limits_.max_inflated_bytes) {
+    throw Error(ErrorKind::kLimit, "the archive's deflated records declare " + std::to_string(total_) +
+                                       " bytes inflated (limit max_inflated_bytes = " +
+                                       std::to_string(limits_.max_inflated_bytes) + ")")
+        .at(record);
+  }
+  if (total_ > allowed_) {
+    throw Error(ErrorKind::kLimit, "the archive's deflated records declare " + std::to_string(total_) +
+                                       " bytes inflated, more than " + std::to_string(limits_.max_inflate_ratio) +
+                                       " times the file's " + std::to_string(file_size_) +
+                                       " bytes: a zip bomb? (limit max_inflate_ratio = " +
+                                       std::to_string(limits_.max_inflate_ratio) + ")")
+        .at(record);
+  }
+}
+
 void ZipReader::check_inflated_sizes() const {
   // What the deflated records will inflate to is known from the directory:
   // refuse a bomb before inflating anything. Inflating never goes past the
   // declared size (RecordReader, read_all), so these bounds hold.
-  const uint64_t size = file_->size();
-  const auto by_ratio = checked_mul(size, limits_.max_inflate_ratio);
-  const uint64_t allowed = limits_.max_inflate_ratio == 0 || !by_ratio
-                               ? UINT64_MAX
-                               : std::max(*by_ratio, limits_.inflate_allowance_bytes);
-  uint64_t total = 0;
+  InflationBudget budget(file_->size(), limits_);
   for (const ZipEntry& e : entries_) {
-    if (e.method == 0) continue;
-    const auto sum = checked_add(total, e.size);
-    total = sum ? *sum : UINT64_MAX;
-    if (total > limits_.max_inflated_bytes) {
-      throw Error(ErrorKind::kLimit, "the archive's deflated records declare " + std::to_string(total) +
-                                         " bytes inflated (limit max_inflated_bytes = " +
-                                         std::to_string(limits_.max_inflated_bytes) + ")")
-          .at(e.name);
-    }
-    if (total > allowed) {
-      throw Error(ErrorKind::kLimit, "the archive's deflated records declare " + std::to_string(total) +
-                                         " bytes inflated, more than " + std::to_string(limits_.max_inflate_ratio) +
-                                         " times the file's " + std::to_string(size) +
-                                         " bytes: a zip bomb? (limit max_inflate_ratio = " +
-                                         std::to_string(limits_.max_inflate_ratio) + ")")
-          .at(e.name);
-    }
+    if (e.method != 0) budget.add(e.name, e.size);
   }
 }
 

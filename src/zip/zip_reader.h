@@ -57,6 +57,22 @@ struct ZipLimits {
   uint64_t max_inflated_bytes = UINT64_MAX;
 };
 
+/// The inflated bytes a zip's deflated records may declare in all, by
+/// `limits` for a file of `file_size` bytes: add() throws Error(kLimit) (at
+/// the record) once they declare more, so a bomb is refused before
+/// anything is inflated.
+class InflationBudget {
+ public:
+  InflationBudget(uint64_t file_size, const ZipLimits& limits);
+  void add(const std::string& record, uint64_t inflated);
+
+ private:
+  uint64_t file_size_;
+  ZipLimits limits_;
+  uint64_t allowed_ = UINT64_MAX;
+  uint64_t total_ = 0;
+};
+
 class ZipReader {
  public:
   /// Parses the directory of `file`. Throws Error(kCorrupt) naming the

@@ -288,6 +288,16 @@ class AttackTest(cs.CliTestCase):
                 else:
                     self.assertEqual(r.stdout, '', 'a failed command printed on stdout' + r.describe())
                 self.assertEqual(new, [], 'a failed command left files behind' + r.describe())
+        # salvage trusts nothing the readers refuse: the same refusal (for a
+        # damaged file, saying nothing can be recovered), nothing written.
+        with self.subTest(file=name, command='salvage'):
+            r, new = self.run_in_fresh_dir(['salvage', name, '-o', OUT])
+            self.assert_bounded(r)
+            self.assertEqual(r.returncode, 1, 'wrong exit code' + r.describe())
+            self.assertEqual(len(r.stderr.splitlines()), 1, 'one error line' + r.describe())
+            self.assertTrue(r.stderr.startswith(f"ckptfix: error: '{name}': "), r.describe())
+            self.assertIn(message, r.stderr, 'not the readers\' refusal' + r.describe())
+            self.assertEqual(new, [], 'a failed salvage left files behind' + r.describe())
 
     # -- sound files ------------------------------------------------------------
 

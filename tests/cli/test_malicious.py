@@ -171,7 +171,8 @@ class MaliciousTest(cs.CliTestCase):
         runs = [('inspect', ['inspect', path]),
                 ('inspect --json', ['inspect', '--json', path]),
                 ('convert', ['convert', path, '-o', 'out.pt']),
-                ('convert --force', ['convert', path, '-o', 'out.pt', '--force'])]
+                ('convert --force', ['convert', path, '-o', 'out.pt', '--force']),
+                ('salvage', ['salvage', path, '-o', 'out.pt'])]
         for label_run, args in runs:
             with self.subTest(command=label_run, file=os.path.basename(path)):
                 before = cs.tree(cwd)

@@ -87,7 +87,7 @@ class Verify(unittest.TestCase):
         proc = support.run("verify", path, check=1)
         self.assertRegex(proc.stderr, r"^ckptfix: error: '.*many_records.pt': archive/data/299: CRC-32 mismatch: "
                                       r"the archive records 0x[0-9a-f]{8} but the data gives 0x[0-9a-f]{8}; "
-                                      r"the record is damaged\n$")
+                                      r"the record is damaged; ckptfix salvage can recover 299 of 301 tensors\n$")
 
     def test_damaged_data_pkl_is_named(self):
         path = self.copy("training.pt")

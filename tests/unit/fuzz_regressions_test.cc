@@ -34,7 +34,8 @@ const std::map<std::string, Target> kTargets = {
     {"pickle_roundtrip", ckptfix::fuzz::pickle_roundtrip}, {"zip", ckptfix::fuzz::zip},
     {"legacy", ckptfix::fuzz::legacy}, {"safetensors", ckptfix::fuzz::safetensors},
     {"shard_index", ckptfix::fuzz::shard_index},
-    {"dcp_metadata", ckptfix::fuzz::dcp_metadata}, {"file_graph", ckptfix::fuzz::file_graph}};
+    {"dcp_metadata", ckptfix::fuzz::dcp_metadata}, {"file_graph", ckptfix::fuzz::file_graph},
+    {"salvage", ckptfix::fuzz::salvage}};
 
 std::set<std::string> pending_inputs(const fs::path& dir) {
   std::set<std::string> out;
