@@ -1,6 +1,7 @@
 #include "bytes/storage_reader.h"
 
 #include "bytes/element_transform.h"
+#include "ckptfix/error.h"
 
 namespace ckptfix {
 
@@ -26,5 +27,21 @@ uint64_t StorageReader::read(std::span<std::byte> out) {
 }
 
 void StorageReader::skip(uint64_t n) { record_.skip(n); }
+
+WholeStorage::WholeStorage(const InputFile& file, const Storage& s) {
+  if (s.source.encoding == StorageSource::Encoding::kMemory && !s.big_endian) {
+    bytes_ = {s.source.memory, static_cast<size_t>(s.nbytes)};
+  } else if (s.source.encoding == StorageSource::Encoding::kStored && !s.big_endian) {
+    mapped_ = file.map_range(s.source.offset, s.nbytes, s.source.record);
+    bytes_ = mapped_.span();
+  } else {
+    whole_.resize(s.nbytes);
+    StorageReader reader(file, s);
+    if (reader.read(whole_) != whole_.size()) {
+      throw Error(ErrorKind::kCorrupt, "the storage ends before its last byte").at(s.source.record);
+    }
+    bytes_ = whole_;
+  }
+}
 
 }  // namespace ckptfix

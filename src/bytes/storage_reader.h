@@ -6,6 +6,7 @@
 
 #include <cstdint>
 #include <span>
+#include <vector>
 
 #include "model/checkpoint_impl.h"
 #include "io/input_file.h"
@@ -28,6 +29,22 @@ class StorageReader {
  private:
   const Storage& storage_;
   RecordReader record_;
+};
+
+/// A whole storage's little-endian bytes at once, for gathering a strided
+/// view's elements: little-endian bytes held in memory as they are, stored
+/// ones mapped where they lie (and unmapped when this goes), anything else
+/// (deflated, big-endian) read whole into memory and put in little-endian
+/// order, the one case where memory grows with a storage's size.
+class WholeStorage {
+ public:
+  WholeStorage(const InputFile& file, const Storage& storage);
+  std::span<const std::byte> bytes() const { return bytes_; }
+
+ private:
+  std::vector<std::byte> whole_;
+  MappedRange mapped_;
+  std::span<const std::byte> bytes_;
 };
 
 /// A reader of a storage's raw record (file bytes, inflated, decoded, or memory),

@@ -7,13 +7,11 @@
 #include "zip/crc32.h"
 #include "zip/inflate.h"
 #include "zip/zip_reader.h"
+#include "zip/zip_signatures.h"
 
 namespace ckptfix {
 namespace {
 
-constexpr uint32_t kLocalHeaderSig = 0x04034b50;
-constexpr uint32_t kDescriptorSig = 0x08074b50;
-constexpr uint32_t kCentralHeaderSig = 0x02014b50;
 constexpr uint64_t kLocalHeaderSize = 30;
 constexpr uint64_t kSmallRecordSearch = uint64_t{64} << 10;  // how far a small record's descriptor is looked for
 constexpr uint64_t kMaxNameBytes = 4096;
@@ -76,7 +74,7 @@ std::optional<std::pair<uint32_t, uint64_t>> descriptor_at(const InputFile& file
   const auto field32 = [&](size_t k) { return load_le<uint32_t>(d.data() + k); };
   const auto field64 = [&](size_t k) { return load_le<uint64_t>(d.data() + k); };
   for (const size_t sig : {size_t{4}, size_t{0}}) {  // with the optional signature, then without
-    if (sig == 4 && (avail < 4 || field32(0) != kDescriptorSig)) continue;
+    if (sig == 4 && (avail < 4 || field32(0) != kZipDescriptorSig)) continue;
     if (avail >= sig + 12 && field32(sig + 4) == size && field32(sig + 8) == size) {
       return std::make_pair(field32(sig), sig + 12);
     }
@@ -94,7 +92,7 @@ std::optional<uint64_t> search_descriptor(const InputFile& file, uint64_t data) 
   const uint64_t span = std::min(kSmallRecordSearch + 24, file.size() - data);
   const FileBytes bytes = file.read_bytes(data, span, "record");
   for (uint64_t k = 0; k + 16 <= span; ++k) {
-    if (load_le<uint32_t>(bytes.data() + k) != kDescriptorSig) continue;
+    if (load_le<uint32_t>(bytes.data() + k) != kZipDescriptorSig) continue;
     if (load_le<uint32_t>(bytes.data() + k + 8) == k && load_le<uint32_t>(bytes.data() + k + 12) == k) return k;
     if (k + 24 <= span && load_le<uint64_t>(bytes.data() + k + 8) == k) return k;
   }
@@ -135,8 +133,8 @@ FoundRecords from_local_headers(const InputFile& file,
     }
     const FileBytes h = file.read_bytes(pos, kLocalHeaderSize, "local header");
     const uint32_t sig = load_le<uint32_t>(h.data());
-    if (sig == kCentralHeaderSig) break;  // the records end where the directory starts
-    if (sig != kLocalHeaderSig) {
+    if (sig == kZipCentralHeaderSig) break;  // the records end where the directory starts
+    if (sig != kZipLocalHeaderSig) {
       if (out.records.empty()) throw Error(ErrorKind::kCorrupt, "no zip local header at offset 0: not a torch zip checkpoint");
       out.stop_reason = "no local header at offset " + hex_offset(pos) + ", so no record after it can be found (damaged)";
       break;

@@ -83,22 +83,8 @@ void read_contiguous(const CheckpointImpl& impl, const TensorInfo& t, Segment& s
 void read_strided(const CheckpointImpl& impl, const TensorInfo& t, Segment& seg, const std::function<void(uint64_t)>& done) {
   const Storage& s = impl.storages[static_cast<size_t>(t.storage)];
   const uint64_t size = element_size(t.dtype);
-  std::vector<std::byte> whole;
-  MappedRange mapped;
-  std::span<const std::byte> bytes;
-  if (s.source.encoding == StorageSource::Encoding::kMemory) {
-    bytes = {s.source.memory, static_cast<size_t>(s.nbytes)};
-  } else if (s.source.encoding == StorageSource::Encoding::kStored && !s.big_endian) {
-    mapped = impl.input_of(s).map_range(s.source.offset, s.nbytes, s.source.record);
-    bytes = mapped.span();
-  } else {
-    whole.resize(s.nbytes);
-    StorageReader reader(impl.input_of(s), s);
-    if (reader.read(whole) != whole.size()) {
-      throw Error(ErrorKind::kCorrupt, "the storage ends before its last byte").at(s.source.record);
-    }
-    bytes = whole;
-  }
+  const WholeStorage storage_bytes(impl.input_of(s), s);
+  const std::span<const std::byte> bytes = storage_bytes.bytes();
   const size_t rank = t.shape.size();
   std::vector<int64_t> index(rank, 0);
   std::vector<std::byte> block(kStatsBlock * size);

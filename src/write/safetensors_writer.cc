@@ -400,21 +400,9 @@ class TensorStreamer {
   // storage's little-endian bytes (mapped when stored; otherwise read whole,
   // the one case where memory grows with a storage's size).
   void gather(const TensorInfo& t, const Storage& s, Storage part) {
-    std::vector<std::byte> whole;
-    MappedRange mapped;  // the stored storage, unmapped when its view is gathered
-    std::span<const std::byte> bytes;
-    if (s.source.encoding == StorageSource::Encoding::kMemory) {
-      bytes = {s.source.memory, static_cast<size_t>(s.nbytes)};
-    } else if (s.source.encoding == StorageSource::Encoding::kStored && !s.big_endian) {
-      mapped = impl_.input_of(s).map_range(s.source.offset, s.nbytes, s.source.record);
-      bytes = mapped.span();
-    } else {
-      whole.resize(s.nbytes);
-      StorageReader reader(impl_.input_of(s), s);
-      reader.read(whole);
-      bytes = whole;
-      part.big_endian = false;  // StorageReader made them little-endian
-    }
+    const WholeStorage storage_bytes(impl_.input_of(s), s);  // unmapped when its view is gathered
+    const std::span<const std::byte> bytes = storage_bytes.bytes();
+    part.big_endian = false;  // WholeStorage's bytes are little-endian
     ElementTransform transform(part);
     const size_t size = element_size(part.dtype);
     const size_t rank = t.shape.size();

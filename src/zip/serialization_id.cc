@@ -5,10 +5,10 @@
 #include <functional>
 #include <unordered_set>
 
+#include "zip/zip_signatures.h"
+
 namespace ckptfix {
 namespace {
-
-constexpr uint32_t kDescriptorSignature = 0x08074b50;
 
 // c10/util/hash.h
 uint64_t hash_combine(uint64_t seed, uint64_t value) {
@@ -23,7 +23,7 @@ uint32_t le32(const std::byte* p) {
 // A piece of the write stream that torch's ostream_write_func would take for
 // a data descriptor: 8 bytes or more, starting with its signature.
 void combine_if_descriptor_like(uint64_t& crc, const std::byte* head, size_t head_size, uint64_t size) {
-  if (size >= 8 && head_size >= 8 && le32(head) == kDescriptorSignature) crc = hash_combine(crc, le32(head + 4));
+  if (size >= 8 && head_size >= 8 && le32(head) == kZipDescriptorSig) crc = hash_combine(crc, le32(head + 4));
 }
 
 }  // namespace

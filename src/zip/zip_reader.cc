@@ -5,15 +5,11 @@
 #include "ckptfix/error.h"
 #include "io/bytes.h"
 #include "zip/inflate.h"
+#include "zip/zip_signatures.h"
 
 namespace ckptfix {
 namespace {
 
-constexpr uint32_t kLocalHeaderSig = 0x04034b50;
-constexpr uint32_t kCentralHeaderSig = 0x02014b50;
-constexpr uint32_t kEocdSig = 0x06054b50;
-constexpr uint32_t kZip64EocdSig = 0x06064b50;
-constexpr uint32_t kZip64LocatorSig = 0x07064b50;
 constexpr uint64_t kLocalHeaderSize = 30;
 constexpr uint64_t kCentralHeaderSize = 46;
 constexpr uint64_t kEocdSize = 22;
@@ -26,7 +22,7 @@ Error corrupt(std::string message) { return Error(ErrorKind::kCorrupt, std::move
 }  // namespace
 
 bool looks_like_zip(std::span<const std::byte> head) {
-  return head.size() >= 4 && load_le<uint32_t>(head.data()) == kLocalHeaderSig;
+  return head.size() >= 4 && load_le<uint32_t>(head.data()) == kZipLocalHeaderSig;
 }
 
 // Records of a torch archive besides its storages: data.pkl, version,
@@ -56,7 +52,7 @@ void ZipReader::read_end_records() {
   auto tail = file_->read_bytes(scan_start, size - scan_start, "end of archive");
   uint64_t eocd = UINT64_MAX;
   for (uint64_t i = tail.size() - kEocdSize + 1; i-- > 0;) {
-    if (load_le<uint32_t>(tail.data() + i) != kEocdSig) continue;
+    if (load_le<uint32_t>(tail.data() + i) != kZipEocdSig) continue;
     const uint16_t comment_len = load_le<uint16_t>(tail.data() + i + 20);
     if (i + kEocdSize + comment_len == tail.size()) {
       eocd = scan_start + i;
@@ -128,7 +124,7 @@ void ZipReader::read_central_directory() {
     auto where = [&] { return "central directory entry " + std::to_string(index) + " at offset " + hex_offset(at); };
     if (cd.size() - pos < kCentralHeaderSize) throw corrupt(where() + ": header runs past the central directory");
     const std::byte* h = cd.data() + pos;
-    if (load_le<uint32_t>(h) != kCentralHeaderSig) throw corrupt(where() + ": bad signature (bad central directory)");
+    if (load_le<uint32_t>(h) != kZipCentralHeaderSig) throw corrupt(where() + ": bad signature (bad central directory)");
     ZipEntry e;
     e.flags = load_le<uint16_t>(h + 8);
     e.method = load_le<uint16_t>(h + 10);
@@ -192,7 +188,7 @@ void ZipReader::read_central_directory() {
 
 void ZipReader::locate_data(ZipEntry& e) const {
   auto h = file_->read_bytes(e.header_offset, kLocalHeaderSize, "local header of '" + e.name + "'");
-  if (load_le<uint32_t>(h.data()) != kLocalHeaderSig) {
+  if (load_le<uint32_t>(h.data()) != kZipLocalHeaderSig) {
     throw corrupt("local header of '" + e.name + "' expected at offset " + hex_offset(e.header_offset) +
                   " (from the central directory) but its signature is missing");
   }

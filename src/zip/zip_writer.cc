@@ -5,6 +5,7 @@
 #include "ckptfix/error.h"
 #include "io/bytes.h"
 #include "zip/crc32.h"
+#include "zip/zip_signatures.h"
 
 namespace ckptfix {
 namespace {
@@ -74,7 +75,7 @@ void ZipWriter::begin(const std::string& name, uint64_t size, std::optional<uint
   extra.append(pad, 'Z');
 
   std::string header;
-  append_le<uint32_t>(header, 0x04034b50);
+  append_le<uint32_t>(header, kZipLocalHeaderSig);
   append_le<uint16_t>(header, 0);  // version needed (miniz: 0 for stored)
   append_le<uint16_t>(header, size ? kFlagsWithDescriptor : kFlagsNoDescriptor);
   append_le<uint16_t>(header, 0);  // stored
@@ -139,7 +140,7 @@ void ZipWriter::end(std::optional<uint32_t> crc) {
   in_record_ = false;
   if (rec.size == 0) return;  // miniz writes no descriptor for empty records
   std::string desc;
-  append_le<uint32_t>(desc, 0x08074b50);
+  append_le<uint32_t>(desc, kZipDescriptorSig);
   append_le<uint32_t>(desc, rec.crc32);
   if (rec.size >= k32 || rec.header_offset >= k32) {
     append_le<uint64_t>(desc, rec.size);
@@ -163,7 +164,7 @@ void ZipWriter::finish() {
   std::string cd;
   for (const WrittenRecord& rec : records_) {
     const std::string extra = zip64_extra(rec.size, rec.header_offset);
-    append_le<uint32_t>(cd, 0x02014b50);
+    append_le<uint32_t>(cd, kZipCentralHeaderSig);
     append_le<uint16_t>(cd, 0);  // version made by
     append_le<uint16_t>(cd, 0);  // version needed
     append_le<uint16_t>(cd, rec.size ? kFlagsWithDescriptor : kFlagsNoDescriptor);
@@ -187,7 +188,7 @@ void ZipWriter::finish() {
   const uint64_t zip64_eocd = sink_.position();
   const uint64_t count = records_.size();
   std::string end;
-  append_le<uint32_t>(end, 0x06064b50);
+  append_le<uint32_t>(end, kZip64EocdSig);
   append_le<uint64_t>(end, 44);      // size of the rest of this record
   append_le<uint16_t>(end, 0x031E);  // made by (miniz: Unix, 3.0)
   append_le<uint16_t>(end, 0x002D);  // needed: 4.5 (zip64)
@@ -197,11 +198,11 @@ void ZipWriter::finish() {
   append_le<uint64_t>(end, count);
   append_le<uint64_t>(end, cd.size());
   append_le<uint64_t>(end, cd_offset);
-  append_le<uint32_t>(end, 0x07064b50);  // zip64 locator
+  append_le<uint32_t>(end, kZip64LocatorSig);  // zip64 locator
   append_le<uint32_t>(end, 0);
   append_le<uint64_t>(end, zip64_eocd);
   append_le<uint32_t>(end, 1);
-  append_le<uint32_t>(end, 0x06054b50);  // end of central directory
+  append_le<uint32_t>(end, kZipEocdSig);  // end of central directory
   append_le<uint16_t>(end, 0);
   append_le<uint16_t>(end, 0);
   append_le<uint16_t>(end, static_cast<uint16_t>(count >= 0xFFFF ? 0xFFFF : count));
