@@ -504,6 +504,34 @@ class SafetensorsSalvageTest(SalvageTestCase):
         self.assert_salvaged(index, self.path("merged.pt"), sd, lost, "shard set to .pt", state_dict=True)
 
 
+class BinShardSetSalvageTest(SalvageTestCase):
+    def test_bin_set_with_a_cut_shard(self):
+        """A .bin shard set (torch.save shards) whose second shard is cut at 60 %:
+        each shard is salvaged in turn (every judge writes .bin shards)."""
+        g = torch.Generator().manual_seed(2831)
+        sd = collections.OrderedDict((f"l{i}.weight", unique_float(g, (100, 10))) for i in range(6))
+        folder = self.folder("set")
+        names = ["pytorch_model-00001-of-00002.bin", "pytorch_model-00002-of-00002.bin"]
+        shards = [list(sd)[:3], list(sd)[3:]]
+        weight_map = {}
+        for name, keys in zip(names, shards):
+            torch.save(collections.OrderedDict((k, sd[k]) for k in keys), os.path.join(folder, name))
+            weight_map.update((k, name) for k in keys)
+        index = os.path.join(folder, "pytorch_model.bin.index.json")
+        with open(index, "w") as f:
+            json.dump({"metadata": {"total_size": 6 * 4000}, "weight_map": weight_map}, f)
+        second = os.path.join(folder, names[1])
+        layout = ZipLayout(second, collections.OrderedDict((k, sd[k]) for k in shards[1]))
+        cut = len(layout.data) * 6 // 10
+        with open(second, "wb") as f:
+            f.write(layout.data[:cut])
+        lost = layout.lost_by_cut(cut)
+        _, doc = self.assert_salvaged(index, self.path("merged.pt"), sd,
+                                      lambda t: storage_bytes(t) in layout.end_of and lost(t), "bin set", state_dict=True)
+        for l in doc["salvage"]["lost"]:
+            self.assertIn(names[1], l["reason"])
+
+
 # ------------------------------------------------------ distributed checkpoints
 
 @unittest.skipIf(dcp is None, NO_DCP)
