@@ -14,6 +14,10 @@ namespace ckptfix {
 namespace {
 
 constexpr size_t kBatchSize = 1000;  // CPython's _BATCHSIZE
+// A persistent id's own value is written by a nested save_all (through the
+// caller's callback): the one recursion of the writer, so its depth is
+// bounded. torch's ids are flat tuples; a hostile pickle can nest ids in ids.
+constexpr size_t kMaxPersistentIdNesting = 16;
 
 // Protocol 2 readers map Python 2 module names to Python 3 ones
 // (fix_imports), so CPython writes the Python 2 names; do the same.
@@ -63,6 +67,11 @@ class Writer {
   // Writes `root` and everything below it; returns when that is done (the
   // persistent id callback runs a nested, shallow save_all of its own).
   void save_all(Value* root) {
+    if (nesting_ > kMaxPersistentIdNesting) {
+      refuse("persistent ids nested more than " + std::to_string(kMaxPersistentIdNesting) +
+             " deep (an id holding an id), which torch never writes");
+    }
+    ++nesting_;
     const size_t base = tasks_.size();
     push(Task::Op::kSave, root);
     while (tasks_.size() > base) {
@@ -85,6 +94,7 @@ class Writer {
           break;
       }
     }
+    --nesting_;
   }
 
   void opcode(uint8_t code) { out_ += static_cast<char>(code); }
@@ -358,6 +368,7 @@ class Writer {
   const PickleWriterOptions& options_;
   std::string out_;
   std::vector<Task> tasks_;
+  size_t nesting_ = 0;  // save_all calls under way: the root, and persistent ids' values within it
   std::unordered_map<const Value*, uint64_t> memo_;
   std::unordered_set<const Value*> in_progress_;
 };
