@@ -45,13 +45,6 @@ class OutputStage {
   std::unique_ptr<XXH3_state_t, decltype(&XXH3_freeState)> hash_{XXH3_createState(), XXH3_freeState};
 };
 
-uint32_t crc_of_input(const InputFile& file, const Storage& s) {
-  uint32_t crc = 0;
-  for_each_mapped(file.fd(), s.source.offset, s.nbytes, s.source.record,
-                  [&](std::span<const std::byte> view) { crc = crc32_update(crc, view); });
-  return crc;
-}
-
 bool stored_in_file(const InputFile& input, const Storage& s) {
   return s.source.encoding == StorageSource::Encoding::kStored && input.fd() >= 0;
 }
@@ -103,7 +96,7 @@ bool StoragePipeline::copy_in_kernel(const Storage& s, uint32_t& crc) {
   // The input's recorded CRC is the expected value; without one, compute it
   // from the input on the worker while the kernel copies.
   std::future<uint32_t> computed;
-  if (s.source.crc32 == 0) computed = worker_.run([this, &s] { return crc_of_input(checkpoint_.input_of(s), s); });
+  if (s.source.crc32 == 0) computed = worker_.run([this, &s] { return input_record_crc(checkpoint_.input_of(s), s); });
   std::array<std::byte, 8> head;
   checkpoint_.input_of(s).read(s.source.offset, head, s.source.record);  // kLarge > 8
   zip_.note_direct_head(head);
@@ -184,12 +177,7 @@ StoragePipeline::Pumped StoragePipeline::pump(const Storage& s, bool large) {
 }
 
 void StoragePipeline::check_input(const Storage& s, uint32_t actual) const {
-  // Refuse to re-save bit rot: the input's bytes must have the CRC-32 its archive records.
-  if (s.source.crc32 == 0 || actual == s.source.crc32) return;
-  throw Error(ErrorKind::kCorrupt, "the input record is damaged: its bytes have CRC-32 " + hex32(actual) +
-                                       " but the archive records " + hex32(s.source.crc32))
-      .in_file(checkpoint_.input_of(s).name())
-      .at(s.source.record);
+  check_input_record(checkpoint_.input_of(s), s, actual);
 }
 
 void StoragePipeline::read_back(const Storage& s, const WrittenRecord& r, std::optional<uint64_t> hash,
@@ -201,7 +189,7 @@ void StoragePipeline::read_back(const Storage& s, const WrittenRecord& r, std::o
     } catch (const Error& e) {
       // The expected CRC came from the input archive: a mismatch may mean the
       // input itself is damaged, which is a different message.
-      if (crc_from_input && e.kind() == ErrorKind::kVerification) check_input(s, crc_of_input(checkpoint_.input_of(s), s));
+      if (crc_from_input && e.kind() == ErrorKind::kVerification) check_input(s, input_record_crc(checkpoint_.input_of(s), s));
       throw;
     }
   }));

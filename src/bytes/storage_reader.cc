@@ -2,6 +2,10 @@
 
 #include "bytes/element_transform.h"
 #include "ckptfix/error.h"
+#include "bytes/byte_checker.h"
+#include "io/bytes.h"
+#include "io/mapped_window.h"
+#include "zip/crc32.h"
 
 namespace ckptfix {
 
@@ -42,6 +46,27 @@ WholeStorage::WholeStorage(const InputFile& file, const Storage& s) {
     }
     bytes_ = whole_;
   }
+}
+
+uint32_t input_record_crc(const InputFile& file, const Storage& s) {
+  uint32_t crc = 0;
+  if (s.source.encoding == StorageSource::Encoding::kStored && file.fd() >= 0) {
+    for_each_mapped(file.fd(), s.source.offset, s.source.length, s.source.record,
+                    [&](std::span<const std::byte> view) { crc = crc32_update(crc, view); });
+    return crc;
+  }
+  RecordReader reader = open_storage_record(file, s);
+  std::vector<std::byte> buffer(size_t{1} << 20);
+  for (uint64_t n; (n = reader.read(buffer)) > 0;) crc = crc32_update(crc, std::span(buffer.data(), n));
+  return crc;
+}
+
+void check_input_record(const InputFile& file, const Storage& s, uint32_t actual) {
+  if (s.source.crc32 == 0 || actual == s.source.crc32) return;
+  throw Error(ErrorKind::kCorrupt, "the input record is damaged: its bytes have CRC-32 " + hex32(actual) +
+                                       " but the archive records " + hex32(s.source.crc32))
+      .in_file(file.name())
+      .at(s.source.record);
 }
 
 }  // namespace ckptfix

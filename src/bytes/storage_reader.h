@@ -47,6 +47,15 @@ class WholeStorage {
   std::span<const std::byte> bytes_;
 };
 
+/// The CRC-32 of a storage's bytes as its input record holds them (inflated
+/// when deflated): what the input's archive records for it, if it is intact.
+uint32_t input_record_crc(const InputFile& file, const Storage& storage);
+
+/// Refuses to re-save bit rot: Error(kCorrupt) naming the input's record
+/// when `actual` (input_record_crc) is not the CRC-32 its archive records.
+/// Storages whose source records no CRC pass.
+void check_input_record(const InputFile& file, const Storage& storage, uint32_t actual);
+
 /// A reader of a storage's raw record (file bytes, inflated, decoded, or memory),
 /// before any byte swapping.
 RecordReader open_storage_record(const InputFile& file, const Storage& storage);

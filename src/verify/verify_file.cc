@@ -16,8 +16,12 @@ namespace ckptfix {
 std::string VerifyReport::summary() const {
   std::string s;
   if (written && format == CheckpointFormat::kSafetensors) {
-    s = "read back the header and " + std::to_string(storages) + " tensors (XXH3 as written), " +
-        std::to_string(tensors) + " tensors as intended";
+    s = "read back the header and " + std::to_string(storages) + " tensors (";
+    if (records_copied > 0) {
+      s += std::to_string(records_copied) + " copied unchanged: CRC-32 as the input records; " +
+           std::to_string(storages - records_copied) + " others: ";
+    }
+    s += "XXH3 as written), " + std::to_string(tensors) + " tensors as intended";
   } else if (written) {
     s = "read back " + std::to_string(records) + " records (";
     if (records_copied > 0) {

@@ -11,12 +11,16 @@
 #include <chrono>
 #include <map>
 #include <memory>
+#include <optional>
+#include <unordered_set>
+
 #include <xxhash.h>
 
 #include "bytes/background.h"
 #include "bytes/byte_checker.h"
 #include "bytes/element_transform.h"
 #include "bytes/storage_reader.h"
+#include "zip/crc32.h"
 #include "ckptfix/error.h"
 #include "ckptfix/state_dict.h"
 #include "error_boundary.h"
@@ -39,10 +43,19 @@ constexpr uint64_t kKernelCopyFrom = uint64_t{1} << 20;
 // Kernel copies go in slices so progress can be reported.
 constexpr uint64_t kCopySlice = uint64_t{256} << 20;
 
+// What the bytes written for a tensor must read back as: their XXH3-64, or
+// for a whole storage the kernel copied unchanged from a zip record, the
+// CRC-32 the input records for it (checked on the read-back, which so proves
+// the input and the copy at once, without reading the input a second time).
+struct WrittenBytes {
+  std::optional<uint64_t> hash;
+  std::optional<uint32_t> crc;
+};
+
 struct PlannedTensor {
   SafetensorsEntry entry;  // as the header records it
   size_t tensor = 0;       // index into the checkpoint's tensors
-  uint64_t hash = 0;       // XXH3-64 of the bytes written
+  WrittenBytes written;
 };
 
 // One file to write.
@@ -297,13 +310,13 @@ std::string index_json(const Plan& plan) {
 }
 
 // Streams one tensor's elements, in row-major order, as the output dtype,
-// into `sink`; returns the XXH3-64 of the bytes written.
+// into `sink`; returns what the bytes written must read back as.
 class TensorStreamer {
  public:
   TensorStreamer(const CheckpointImpl& impl, ByteSink& sink, std::function<void(uint64_t)> wrote)
       : impl_(impl), sink_(sink), wrote_(std::move(wrote)) {}
 
-  uint64_t write(const TensorInfo& t) {
+  WrittenBytes write(const TensorInfo& t) {
     XXH3_64bits_reset(hash_.get());
     const Storage& s = impl_.storages[static_cast<size_t>(t.storage)];
     if (t.numel() > 0) {
@@ -315,15 +328,16 @@ class TensorStreamer {
       part.numel = t.numel() / packed_values(part.dtype);
       part.nbytes = part.numel * element_size(part.dtype);
       const uint64_t first = static_cast<uint64_t>(t.storage_offset) * element_size(part.dtype);
-      if (contiguous(t) && copy_in_kernel(s, part, first)) {
-        return kernel_hash_;
+      if (contiguous(t) && copy_in_kernel(s, part, first, t.storage)) {
+        return kernel_written_;
       } else if (contiguous(t)) {
-        copy_range(s, part, first);
+        copy_range(s, part, first, t.storage);
       } else {
+        check_input_once(s, t.storage);
         gather(t, s, part);
       }
     }
-    return XXH3_64bits_digest(hash_.get());
+    return {XXH3_64bits_digest(hash_.get()), std::nullopt};
   }
 
  private:
@@ -344,17 +358,21 @@ class TensorStreamer {
   }
 
   // Bytes that need no change, stored in a file, going to a file: copied by
-  // the kernel (copy_file_range, as cp does) while the worker hashes the
-  // same bytes of the input for the verification. False when not possible.
-  bool copy_in_kernel(const Storage& s, const Storage& part, uint64_t first) {
+  // the kernel (copy_file_range, as cp does). What they must read back as:
+  // for a whole storage whose record has a CRC-32, that CRC; otherwise the
+  // XXH3 of the same bytes of the input, hashed by the worker meanwhile.
+  // False when not possible.
+  bool copy_in_kernel(const Storage& s, const Storage& part, uint64_t first, int32_t storage) {
     const InputFile& input = impl_.input_of(s);
     if (part.nbytes < kKernelCopyFrom || s.source.encoding != StorageSource::Encoding::kStored || input.fd() < 0 ||
         !ElementTransform(part).identity() || !sink_.can_copy_from()) {
       return false;
     }
     const uint64_t offset = s.source.offset + first;
+    const bool whole_record = first == 0 && part.nbytes == s.source.length && s.source.crc32 != 0;
+    if (!whole_record) check_input_once(s, storage);
     sink_.flush();
-    std::future<uint64_t> hash = worker_.run([&input, offset, &part, &s] {
+    std::future<uint64_t> hash = whole_record ? std::future<uint64_t>() : worker_.run([&input, offset, &part, &s] {
       std::unique_ptr<XXH3_state_t, decltype(&XXH3_freeState)> state{XXH3_createState(), XXH3_freeState};
       XXH3_64bits_reset(state.get());
       for_each_mapped(input.fd(), offset, part.nbytes, s.source.record,
@@ -366,34 +384,52 @@ class TensorStreamer {
         const uint64_t n = std::min(kCopySlice, part.nbytes - done);
         if (!sink_.copy_from(input.fd(), offset + done, n)) {
           if (done != 0) throw Error(ErrorKind::kIo, "the kernel copy stopped part-way");
-          hash.wait();
+          if (hash.valid()) hash.wait();
           return false;  // not possible for these files: stream instead
         }
         wrote_(n);
         done += n;
       }
     } catch (...) {
-      hash.wait();  // the task uses `part` and `s`
+      if (hash.valid()) hash.wait();  // the task uses `part` and `s`
       throw;
     }
-    kernel_hash_ = hash.get();
+    kernel_written_ = whole_record ? WrittenBytes{std::nullopt, s.source.crc32} : WrittenBytes{hash.get(), std::nullopt};
     return true;
   }
 
-  // A contiguous run of the storage: [first, first + part.nbytes).
-  void copy_range(const Storage& s, const Storage& part, uint64_t first) {
+  // A contiguous run of the storage: [first, first + part.nbytes). When the
+  // run is the whole record, its CRC-32 is checked as it is read.
+  void copy_range(const Storage& s, const Storage& part, uint64_t first, int32_t storage) {
+    const bool whole_record = first == 0 && part.nbytes == s.nbytes;
+    if (!whole_record) check_input_once(s, storage);
     ElementTransform transform(part);
     RecordReader reader = open_storage_record(impl_.input_of(s), s);
     reader.skip(first);
     if (in_.size() < kSlice) in_.resize(kSlice);
+    uint32_t crc = 0;
     for (uint64_t left = part.nbytes; left > 0;) {
       const std::span<std::byte> chunk(in_.data(), std::min<uint64_t>(kSlice, left));
       if (reader.read(chunk) != chunk.size()) {
         throw Error(ErrorKind::kCorrupt, "the storage ends before the tensor's last element").at(s.source.record);
       }
+      if (whole_record) crc = crc32_update(crc, chunk);
       transform_out(transform, chunk);
       left -= chunk.size();
     }
+    if (whole_record) {
+      check_input_record(impl_.input_of(s), s, crc);
+      checked_.insert(storage);
+    }
+  }
+
+  // The input's record of a storage checked against the CRC-32 its archive
+  // records, once, before any of its bytes are written: a damaged input is
+  // refused, never converted (a record copied whole is checked on its
+  // read-back instead, and one read whole as it is read).
+  void check_input_once(const Storage& s, int32_t storage) {
+    if (s.source.crc32 == 0 || !checked_.insert(storage).second) return;
+    check_input_record(impl_.input_of(s), s, input_record_crc(impl_.input_of(s), s));
   }
 
   // A strided view: its elements gathered in row-major order from the
@@ -430,7 +466,8 @@ class TensorStreamer {
   ByteSink& sink_;
   std::function<void(uint64_t)> wrote_;
   std::vector<std::byte> in_, out_;
-  uint64_t kernel_hash_ = 0;
+  WrittenBytes kernel_written_;
+  std::unordered_set<int32_t> checked_;  // storages whose input record's CRC-32 was checked
   std::unique_ptr<XXH3_state_t, decltype(&XXH3_freeState)> hash_{XXH3_createState(), XXH3_freeState};
   Background worker_;  // last: joined before what its tasks use goes away
 };
@@ -462,6 +499,7 @@ VerifyReport verify_output(const std::filesystem::path& temp, const FilePlan& pl
       throw mismatch("tensor '" + want.name + "'", "the header read back describes it differently");
     }
     ++report.storages;
+    if (plan.tensors[i].written.crc) ++report.records_copied;
     report.bytes += want.end - want.begin;
   }
   report.gpu = readback.gpu();
@@ -492,7 +530,7 @@ double write_file(const CheckpointImpl& impl, FilePlan& file, ByteSink& sink, ui
   std::vector<std::future<void>> checks;
   for (PlannedTensor& p : file.tensors) {
     try {
-      p.hash = streamer.write(impl.tensors[p.tensor]);
+      p.written = streamer.write(impl.tensors[p.tensor]);
     } catch (Error& e) {
       e.at("key '" + p.entry.name + "'");
       for (std::future<void>& c : checks) c.wait();
@@ -502,8 +540,19 @@ double write_file(const CheckpointImpl& impl, FilePlan& file, ByteSink& sink, ui
     sink.flush();  // the tensor's last bytes may still be in the sink's buffer
     const uint64_t offset = header.size() + p.entry.begin, size = p.entry.end - p.entry.begin;
     if (seams.after_tensor) seams.after_tensor(temp, offset, size);
-    checks.push_back(worker.run([readback, where = "tensor '" + p.entry.name + "'", offset, size, hash = p.hash] {
-      readback->check(where, offset, size, std::nullopt, hash);
+    const Storage& storage = impl.storages[static_cast<size_t>(impl.tensors[p.tensor].storage)];
+    checks.push_back(worker.run([&impl, &storage, readback, where = "tensor '" + p.entry.name + "'", offset, size,
+                                 w = p.written] {
+      try {
+        readback->check(where, offset, size, w.crc, w.hash);
+      } catch (const Error& e) {
+        // The expected CRC-32 came from the input's archive: a mismatch may
+        // mean the input itself is damaged, which is a different message.
+        if (w.crc && e.kind() == ErrorKind::kVerification) {
+          check_input_record(impl.input_of(storage), storage, input_record_crc(impl.input_of(storage), storage));
+        }
+        throw;
+      }
     }));
   }
   const auto start = std::chrono::steady_clock::now();
@@ -522,6 +571,7 @@ double write_file(const CheckpointImpl& impl, FilePlan& file, ByteSink& sink, ui
 void add_report(VerifyReport& total, const VerifyReport& one) {
   total.records += one.records;
   total.storages += one.storages;
+  total.records_copied += one.records_copied;
   total.tensors += one.tensors;
   total.bytes += one.bytes;
   total.seconds += one.seconds;

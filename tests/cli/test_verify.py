@@ -89,6 +89,34 @@ class Verify(unittest.TestCase):
                                       r"the archive records 0x[0-9a-f]{8} but the data gives 0x[0-9a-f]{8}; "
                                       r"the record is damaged; ckptfix salvage can recover 299 of 301 tensors\n$")
 
+    def test_damaged_input_is_never_converted_to_safetensors(self):
+        """safetensors has no CRCs of its own: a storage record of the input
+        whose bytes do not match its CRC-32 must stop the conversion, whether
+        the storage is streamed (small) or copied by the kernel (1 MiB and
+        more, checked on its read-back), with the input blamed."""
+        g = torch.Generator().manual_seed(25)
+        path = os.path.join(self.tmp, "two.pt")
+        torch.save({"big": torch.randn(1 << 19, generator=g), "small": torch.randn(1000, generator=g)}, path)
+        root = os.path.splitext(os.path.basename(path))[0]
+        for name, size in (("0", 1 << 21), ("1", 4000)):
+            with self.subTest(storage=name):
+                damaged = os.path.join(self.tmp, f"damaged{name}.pt")
+                shutil.copy(path, damaged)
+                offset, record_size = record_offset(damaged, f"{root}/data/{name}")
+                self.assertEqual(record_size, size)
+                flip_byte(damaged, offset + size // 2)
+                out = os.path.join(self.tmp, f"out{name}.safetensors")
+                proc = support.run("convert", damaged, "-o", out, "--gpu", "off", check=1)
+                self.assertRegex(proc.stderr, rf"^ckptfix: error: '.*damaged{name}.pt': {root}/data/{name}: the input "
+                                              r"record is damaged: its bytes have CRC-32 0x[0-9a-f]{8} but the archive "
+                                              r"records 0x[0-9a-f]{8}\n$")
+                self.assertFalse(os.path.exists(out))
+        # Intact, the large storage is checked by the CRC-32 the input records.
+        out = os.path.join(self.tmp, "out.safetensors")
+        proc = support.run("convert", path, "-o", out, "--gpu", "off", "--json", check=0)
+        verification = json.loads(proc.stdout)["inputs"][0]["verification"]
+        self.assertEqual(verification["records_copied"], 1)
+
     def test_damaged_data_pkl_is_named(self):
         path = self.copy("training.pt")
         offset, size = record_offset(path, "training/data.pkl")
