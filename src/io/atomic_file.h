@@ -64,6 +64,7 @@ class FileSink final : public ByteSink {
 
  private:
   void write_fully(const std::byte* data, size_t size);
+  void copy_through_buffer(int fd, uint64_t offset, uint64_t length);
 
   int fd_;
   std::string name_;
@@ -71,6 +72,7 @@ class FileSink final : public ByteSink {
   std::unique_ptr<std::byte[]> buffer_;
   size_t used_ = 0;
   bool copy_supported_ = true;
+  bool network_file_system_;
 };
 
 }  // namespace ckptfix

@@ -20,9 +20,10 @@ class ByteSink {
   virtual void flush() {}
   /// Whether copy_from() can be used.
   virtual bool can_copy_from() const { return false; }
-  /// Appends `length` bytes of the file `fd` at `offset`, copied inside the
-  /// kernel (copy_file_range: no trip through user memory). Returns false,
-  /// having written nothing, when the kernel cannot do it for these files.
+  /// Appends `length` bytes of the file `fd` at `offset` without looking at
+  /// them: copied inside the kernel (copy_file_range) where that is fast,
+  /// else read and written through a buffer. Returns false, having written
+  /// nothing, when the kernel cannot copy between these files.
   virtual bool copy_from(int fd, uint64_t offset, uint64_t length) {
     (void)fd, (void)offset, (void)length;
     return false;

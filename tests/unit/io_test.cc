@@ -2,11 +2,13 @@
 // processes removed, nothing left behind on failure, no silent overwrite.
 #include <gtest/gtest.h>
 
+#include <fcntl.h>
 #include <unistd.h>
 
 #include <algorithm>
 #include <filesystem>
 #include <fstream>
+#include <iterator>
 
 #include "io/atomic_file.h"
 #include "test_support.h"
@@ -81,6 +83,33 @@ TEST_F(AtomicFileTest, ReplacingKeepsTheTargetsPermissions) {
   out.commit(false);
   EXPECT_EQ(fs::status(dir_ / "out.pt").permissions() & fs::perms::all,
             fs::perms::owner_read | fs::perms::owner_write | fs::perms::group_read);
+}
+
+// Copies whose input and output offsets sit at the same place in a page go
+// through copy_file_range, the others through a buffer (faster there): both
+// must give the input's bytes exactly, across buffer-sized pieces.
+TEST_F(AtomicFileTest, CopiesAtEveryPagePhaseGiveTheInputsBytes) {
+  std::string input(3 * (size_t{1} << 20) + 12345, '\0');
+  for (size_t i = 0; i < input.size(); ++i) input[i] = static_cast<char>((i * 2654435761u) >> 13);
+  std::ofstream(dir_ / "in.bin", std::ios::binary) << input;
+  const int fd = ::open((dir_ / "in.bin").c_str(), O_RDONLY);
+  ASSERT_GE(fd, 0);
+  for (const uint64_t prefix : {0, 64, 4096, 4160}) {
+    for (const uint64_t from : {0, 64, 4096, 8191}) {
+      const uint64_t length = input.size() - from - 7;
+      AtomicFile out(dir_ / "out.bin", true);
+      out.sink().write(as_bytes(std::string(prefix, 'p')));
+      if (!out.sink().copy_from(fd, from, length)) GTEST_SKIP() << "copy_file_range unsupported here";
+      out.sink().write(as_bytes("end"));
+      EXPECT_EQ(out.sink().position(), prefix + length + 3);
+      out.commit(false);
+      std::ifstream back(dir_ / "out.bin", std::ios::binary);
+      const std::string bytes((std::istreambuf_iterator<char>(back)), std::istreambuf_iterator<char>());
+      EXPECT_EQ(bytes, std::string(prefix, 'p') + input.substr(from, length) + "end")
+          << "prefix " << prefix << ", from " << from;
+    }
+  }
+  ::close(fd);
 }
 
 }  // namespace
