@@ -7,6 +7,7 @@
 #include "dtype_kernels/convert.h"
 #include "diff/float8.h"
 #include "model/checkpoint_impl.h"
+#include "model/torch_objects.h"
 
 namespace ckptfix {
 namespace {
@@ -18,15 +19,6 @@ T load(const std::byte* p) {
   T v;
   std::memcpy(&v, p, sizeof v);
   return v;
-}
-
-bool is_contiguous(const Tensor& t) {
-  int64_t expected = 1;
-  for (size_t i = t.shape.size(); i-- > 0;) {
-    if (t.shape[i] != 1 && t.stride[i] != expected) return false;
-    expected *= t.shape[i];
-  }
-  return true;
 }
 
 }  // namespace

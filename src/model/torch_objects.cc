@@ -316,6 +316,15 @@ std::vector<int64_t> contiguous_strides(const std::vector<int64_t>& shape) {
   return stride;
 }
 
+bool is_contiguous(const TensorInfo& t) {
+  int64_t expected = 1;
+  for (size_t k = t.shape.size(); k-- > 0;) {
+    if (t.shape[k] != 1 && t.stride[k] != expected) return false;
+    expected *= t.shape[k];
+  }
+  return true;
+}
+
 Value* begin_built_state_dict(CheckpointImpl& impl) {
   impl.archive_root = "archive";
   impl.style = ArchiveStyle::newest();

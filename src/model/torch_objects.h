@@ -52,6 +52,10 @@ void make_rebuild_call(ValueGraph& graph, Value& call, const std::vector<Storage
 /// gives them (a size of 0 steps like 1).
 std::vector<int64_t> contiguous_strides(const std::vector<int64_t>& shape);
 
+/// Whether the view is row-major with no gaps, as torch's is_contiguous()
+/// judges it (the stride of a dimension of size 1 does not matter).
+bool is_contiguous(const TensorInfo& t);
+
 /// Starts a checkpoint no pickle describes (built in memory, read from a
 /// safetensors file or a shard set): laid out, when written as a torch zip,
 /// as the newest torch saves (root folder "archive", its records, protocol

@@ -21,6 +21,7 @@
 #include "ckptfix/error.h"
 #include "error_boundary.h"
 #include "model/checkpoint_impl.h"
+#include "model/torch_objects.h"
 #include "stats/stats_kernels.h"
 
 namespace ckptfix {
@@ -39,15 +40,6 @@ struct Segment {
 
 bool random_access(const Storage& s) {
   return s.source.encoding == StorageSource::Encoding::kStored || s.source.encoding == StorageSource::Encoding::kMemory;
-}
-
-bool contiguous(const TensorInfo& t) {
-  int64_t expected = 1;
-  for (size_t k = t.shape.size(); k-- > 0;) {
-    if (t.shape[k] != 1 && t.stride[k] != expected) return false;
-    expected *= t.shape[k];
-  }
-  return true;
 }
 
 void add(Segment& seg, const BlockStats& b) {
@@ -166,7 +158,7 @@ StatsReport tensor_stats(const Checkpoint& checkpoint, const StatsOptions& optio
       if (t.kind != TensorKind::kDense || stats_class(t.dtype) == StatsClass::kNone || t.numel() == 0) continue;
       total_bytes += t.numel() * element_size(t.dtype);
       const Storage& s = impl.storages[static_cast<size_t>(t.storage)];
-      if (contiguous(t) && random_access(s)) {
+      if (is_contiguous(t) && random_access(s)) {
         const uint64_t blocks = (t.numel() + kStatsBlock - 1) / kStatsBlock;
         for (uint64_t b = 0; b < blocks; b += kSegmentBlocks) {
           segments.push_back({i, b, std::min(kSegmentBlocks, blocks - b), {}, {}});
@@ -194,7 +186,7 @@ StatsReport tensor_stats(const Checkpoint& checkpoint, const StatsOptions& optio
         Segment& seg = segments[k];
         const TensorInfo& t = impl.tensors[seg.tensor];
         try {
-          if (contiguous(t)) {
+          if (is_contiguous(t)) {
             read_contiguous(impl, t, seg, buffer, report_done);
           } else {
             read_strided(impl, t, seg, report_done);

@@ -29,6 +29,7 @@
 #include "io/mapped_window.h"
 #include "json/json.h"
 #include "model/checkpoint_impl.h"
+#include "model/torch_objects.h"
 #include "model/dict_selection.h"
 #include "model/payloads.h"
 #include "safetensors/header.h"
@@ -78,15 +79,6 @@ struct Plan {
 bool same_view(const TensorInfo& a, const TensorInfo& b) {
   return a.storage == b.storage && a.storage_offset == b.storage_offset && a.shape == b.shape &&
          a.stride == b.stride && a.dtype == b.dtype;
-}
-
-bool contiguous(const TensorInfo& t) {
-  int64_t expected = 1;
-  for (size_t k = t.shape.size(); k-- > 0;) {
-    if (t.shape[k] != 1 && t.stride[k] != expected) return false;
-    expected *= t.shape[k];
-  }
-  return true;
 }
 
 void set_metadata(SafetensorsMetadata& metadata, const std::string& key, const std::string& value, bool replace) {
@@ -328,9 +320,9 @@ class TensorStreamer {
       part.numel = t.numel() / packed_values(part.dtype);
       part.nbytes = part.numel * element_size(part.dtype);
       const uint64_t first = static_cast<uint64_t>(t.storage_offset) * element_size(part.dtype);
-      if (contiguous(t) && copy_in_kernel(s, part, first, t.storage)) {
+      if (is_contiguous(t) && copy_in_kernel(s, part, first, t.storage)) {
         return kernel_written_;
-      } else if (contiguous(t)) {
+      } else if (is_contiguous(t)) {
         copy_range(s, part, first, t.storage);
       } else {
         check_input_once(s, t.storage);
