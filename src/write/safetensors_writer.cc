@@ -349,8 +349,10 @@ class TensorStreamer {
     }
   }
 
-  // Bytes that need no change, stored in a file, going to a file: copied by
-  // the kernel (copy_file_range, as cp does). What they must read back as:
+  // Bytes that need no change, stored in a file, going to a file: copied
+  // unread by the sink (the kernel's copy_file_range as cp does, or, since a
+  // safetensors file rarely keeps a record's page phase, pread and write,
+  // which is faster then; see FileSink::copy_from). What they must read back as:
   // for a whole storage whose record has a CRC-32, that CRC; otherwise the
   // XXH3 of the same bytes of the input, hashed by the worker meanwhile.
   // False when not possible.
