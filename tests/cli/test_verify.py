@@ -302,36 +302,63 @@ class VerifiedWrites(unittest.TestCase):
                                       r"0x[0-9a-f]{16} expected\); nothing was written\n$")
         self.assert_nothing_new()
 
-    def test_full_output_directory(self):
-        """A real full file system when this machine lets us mount a small
-        tmpfs (as root), else the same write failure through RLIMIT_FSIZE."""
+    @contextlib.contextmanager
+    def small_file_system(self, size):
+        """A directory on a real file system of `size` bytes when this
+        machine lets us mount a tmpfs (as root), else one where writes past
+        `size` fail through RLIMIT_FSIZE. Yields (directory, run) where run(*args)
+        runs ckptfix there, and the message the failure must carry."""
         full = os.path.join(self.tmp, "full")
         os.mkdir(full)
         try:
-            mounted = subprocess.run(["mount", "-t", "tmpfs", "-o", "size=8k", "tmpfs", full],
+            mounted = subprocess.run(["mount", "-t", "tmpfs", "-o", f"size={size}", "tmpfs", full],
                                      capture_output=True).returncode == 0
         except FileNotFoundError:  # no mount(8) here (a minimal root): use the rlimit
-            print("note: no mount command; the full file system is simulated with RLIMIT_FSIZE", file=sys.stderr)
             mounted = False
+        if not mounted:
+            print("note: no tmpfs could be mounted; the full file system is simulated with RLIMIT_FSIZE",
+                  file=sys.stderr)
+
+        def limit():
+            signal.signal(signal.SIGXFSZ, signal.SIG_IGN)
+            resource.setrlimit(resource.RLIMIT_FSIZE, (size, size))
+
+        def run(*args):
+            return subprocess.run([support.CKPTFIX, *args], capture_output=True, text=True,
+                                  preexec_fn=None if mounted else limit)
         try:
-            out = os.path.join(full, "out.pt")
-            if mounted:
-                proc = subprocess.run([support.CKPTFIX, "convert", self.src, "-o", out], capture_output=True, text=True)
-                self.assertIn("No space left on device", proc.stderr)
-            else:
-                def limit():
-                    signal.signal(signal.SIGXFSZ, signal.SIG_IGN)
-                    resource.setrlimit(resource.RLIMIT_FSIZE, (8192, 8192))
-                proc = subprocess.run([support.CKPTFIX, "convert", self.src, "-o", out], capture_output=True,
-                                      text=True, preexec_fn=limit)
-                self.assertIn("File too large", proc.stderr)
-            self.assertEqual(proc.returncode, 1, proc.stderr)
-            self.assertEqual(len(proc.stderr.splitlines()), 1, proc.stderr)
-            self.assertEqual(os.listdir(full), [], "no partial output, no temporary file")
+            yield full, run, "No space left on device" if mounted else "File too large"
         finally:
             if mounted:
                 subprocess.run(["umount", full], check=True)
+
+    def test_full_output_directory(self):
+        with self.small_file_system(8192) as (full, run, message):
+            proc = run("convert", self.src, "-o", os.path.join(full, "out.pt"))
+            self.assertIn(message, proc.stderr)
+            self.assertEqual(proc.returncode, 1, proc.stderr)
+            self.assertEqual(len(proc.stderr.splitlines()), 1, proc.stderr)
+            self.assertEqual(os.listdir(full), [], "no partial output, no temporary file")
         self.assert_nothing_new(("in.pt", "full"))
+
+    def test_file_system_full_during_an_unchanged_storages_copy(self):
+        """Storages of 1 MiB or more are copied unread: by copy_file_range
+        where the page phases agree (zip outputs), through a buffer where
+        they do not (safetensors outputs). A full file system in the middle
+        of either is one line, exit 1, nothing left, the input untouched."""
+        src = os.path.join(self.tmp, "big.pt")
+        torch.save({f"layer{i}.weight": torch.arange(1 << 20, dtype=torch.float32) + i for i in range(3)}, src)
+        before = support.sha256(src)
+        for name in ("out.pt", "out.safetensors"):
+            with self.subTest(output=name), self.small_file_system(6 << 20) as (full, run, message):
+                proc = run("convert", src, "-o", os.path.join(full, name))
+                self.assertIn(message, proc.stderr)
+                self.assertEqual(proc.returncode, 1, proc.stderr)
+                self.assertEqual(len(proc.stderr.splitlines()), 1, proc.stderr)
+                self.assertEqual(os.listdir(full), [], "no partial output, no temporary file")
+            os.rmdir(os.path.join(self.tmp, "full"))
+        self.assertEqual(support.sha256(src), before)
+        self.assert_nothing_new(("in.pt", "big.pt"))
 
 
 def parse_args():
