@@ -169,7 +169,9 @@ AtomicFile::AtomicFile(std::filesystem::path target, bool overwrite)
   const int fd = ::open(temp_.c_str(), O_WRONLY | O_CREAT | O_EXCL | O_CLOEXEC, mode);
   if (fd < 0) throw io_error("cannot create a temporary file beside the output", temp_);
   if (mode != 0666) ::fchmod(fd, mode);
-  sink_ = std::make_unique<FileSink>(fd, temp_.string());
+  // Write errors name the output asked for: the temporary file is ours,
+  // and gone once the error is reported.
+  sink_ = std::make_unique<FileSink>(fd, target_.string());
 }
 
 AtomicFile::~AtomicFile() {

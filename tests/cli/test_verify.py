@@ -351,8 +351,10 @@ class VerifiedWrites(unittest.TestCase):
         before = support.sha256(src)
         for name in ("out.pt", "out.safetensors"):
             with self.subTest(output=name), self.small_file_system(6 << 20) as (full, run, message):
-                proc = run("convert", src, "-o", os.path.join(full, name))
+                out = os.path.join(full, name)
+                proc = run("convert", src, "-o", out)
                 self.assertIn(message, proc.stderr)
+                self.assertTrue(proc.stderr.startswith(f"ckptfix: error: '{out}': "), proc.stderr)
                 self.assertEqual(proc.returncode, 1, proc.stderr)
                 self.assertEqual(len(proc.stderr.splitlines()), 1, proc.stderr)
                 self.assertEqual(os.listdir(full), [], "no partial output, no temporary file")
