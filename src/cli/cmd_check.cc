@@ -71,18 +71,16 @@ int run(const CheckArgs& args) {
         }
       }
       violations = std::move(report.violations);
-    } catch (const std::exception& thrown) {
+    } catch (const Error& thrown) {
       // A file that does not open (damaged, dangerous, not a checkpoint) fails
       // the gate, with the usual error line too (and, when damaged, what
       // salvage could recover).
-      const auto* known = dynamic_cast<const Error*>(&thrown);
-      const std::optional<Error> hinted =
-          known != nullptr ? std::optional<Error>(with_salvage_hint(*known, input.path, options.open)) : std::nullopt;
-      const std::exception& e = hinted ? static_cast<const std::exception&>(*hinted) : thrown;
+      const Error e = with_salvage_hint(thrown, input.path, options.open);
       o = failed_outcome(input, e);
-      const auto* err = hinted ? &*hinted : nullptr;
-      violations.push_back({err == nullptr || err->location().empty() ? "structure" : err->location(),
-                            err != nullptr ? err->message() : o.doc["error"].get<std::string>()});
+      violations.push_back({e.location().empty() ? "structure" : e.location(), e.message()});
+    } catch (const std::exception& e) {
+      o = failed_outcome(input, e);
+      violations.push_back({"structure", o.doc["error"].get<std::string>()});
     }
     o.doc["path"] = input.path;
     o.doc["violations"] = nlohmann::json::array();

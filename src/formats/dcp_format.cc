@@ -14,13 +14,13 @@
 #include <unordered_map>
 #include <unordered_set>
 
+#include "bytes/storage_reader.h"
 #include "ckptfix/error.h"
 #include "formats/dcp_metadata.h"
 #include "formats/named_files.h"
 #include "formats/registry.h"
 #include "io/bytes.h"
 #include "model/torch_objects.h"
-#include "zip/crc32.h"
 
 namespace ckptfix {
 namespace {
@@ -53,14 +53,7 @@ class DistcpFiles {
 // its zip records (an intact central directory says nothing of the data).
 void check_item_crc(const InputFile& file, const Storage& s, const std::string& what) {
   if (s.source.encoding != StorageSource::Encoding::kStored) return;
-  uint32_t crc = 0;
-  std::vector<std::byte> buffer(size_t{1} << 20);
-  for (uint64_t done = 0; done < s.source.length;) {
-    const uint64_t n = std::min<uint64_t>(buffer.size(), s.source.length - done);
-    file.read(s.source.offset + done, std::span(buffer.data(), n), what);
-    crc = crc32_update(crc, std::span(buffer.data(), n));
-    done += n;
-  }
+  const uint32_t crc = input_record_crc(file, s);
   if (crc != s.source.crc32) {
     throw Error(ErrorKind::kCorrupt, "CRC-32 mismatch (the bytes have " + hex_offset(crc) + ", the archive records " +
                                          hex_offset(s.source.crc32) + ")")

@@ -12,7 +12,6 @@
 namespace ckptfix {
 namespace {
 
-constexpr uint64_t kLocalHeaderSize = 30;
 constexpr uint64_t kSmallRecordSearch = uint64_t{64} << 10;  // how far a small record's descriptor is looked for
 constexpr uint64_t kMaxNameBytes = 4096;
 constexpr uint64_t kOtherRecords = 16;  // records beside the storages, as the zip reader allows
@@ -127,11 +126,11 @@ FoundRecords from_local_headers(const InputFile& file,
                                          " records (limit max_storages = " + std::to_string(limits.max_storages) + ")")
           .at("local header at offset " + hex_offset(pos));
     }
-    if (file.size() - pos < kLocalHeaderSize) {
+    if (file.size() - pos < kZipLocalHeaderSize) {
       out.stop_reason = cut_at(file.size()) + ", inside the local header at offset " + hex_offset(pos);
       break;
     }
-    const FileBytes h = file.read_bytes(pos, kLocalHeaderSize, "local header");
+    const FileBytes h = file.read_bytes(pos, kZipLocalHeaderSize, "local header");
     const uint32_t sig = load_le<uint32_t>(h.data());
     if (sig == kZipCentralHeaderSig) break;  // the records end where the directory starts
     if (sig != kZipLocalHeaderSig) {
@@ -151,16 +150,16 @@ FoundRecords from_local_headers(const InputFile& file,
                         " is damaged, so no record after it can be found";
       break;
     }
-    if (pos + kLocalHeaderSize + name_len + extra_len > file.size()) {
+    if (pos + kZipLocalHeaderSize + name_len + extra_len > file.size()) {
       out.stop_reason = cut_at(file.size()) + ", inside the local header at offset " + hex_offset(pos);
       break;
     }
     FoundRecord r;
-    r.name = std::string(as_chars(file.read_bytes(pos + kLocalHeaderSize, name_len, "local header name").span()));
+    r.name = std::string(as_chars(file.read_bytes(pos + kZipLocalHeaderSize, name_len, "local header name").span()));
     r.method = method;
-    r.data_offset = pos + kLocalHeaderSize + name_len + extra_len;
-    uint64_t descriptor = 0;
-    if ((flags & 0x8) == 0 && csize != 0xFFFFFFFF) {  // sizes in the local header
+    r.data_offset = pos + kZipLocalHeaderSize + name_len + extra_len;
+    const bool sizes_in_header = (flags & 0x8) == 0 && csize != 0xFFFFFFFF;
+    if (sizes_in_header) {
       r.size = csize;
       r.uncompressed = usize;
       r.crc = crc;
@@ -174,12 +173,15 @@ FoundRecords from_local_headers(const InputFile& file,
         break;
       }
       r.size = r.uncompressed = *size;
-      if (r.data_offset + r.size > file.size()) {
-        r.problem = cut_at(file.size());
-        out.stop_reason = r.problem;
-        out.records.push_back(std::move(r));
-        break;
-      }
+    }
+    if (r.data_offset + r.size > file.size()) {
+      r.problem = cut_at(file.size());
+      out.stop_reason = r.problem;
+      out.records.push_back(std::move(r));
+      break;
+    }
+    uint64_t descriptor = 0;
+    if (!sizes_in_header) {  // the CRC-32, and the end of the record, are in the descriptor after the bytes
       const auto d = descriptor_at(file, r.data_offset, r.size);
       if (!d) {
         // A descriptor is 16 or 24 bytes: a file ending within them is cut there.
@@ -191,12 +193,6 @@ FoundRecords from_local_headers(const InputFile& file,
       }
       r.crc = d->first;
       descriptor = d->second;
-    }
-    if (r.data_offset + r.size > file.size()) {
-      r.problem = cut_at(file.size());
-      out.stop_reason = r.problem;
-      out.records.push_back(std::move(r));
-      break;
     }
     if (r.method == 8) inflation.add(r.name, r.uncompressed);
     check(file, r, buffer);

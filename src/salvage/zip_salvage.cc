@@ -113,7 +113,6 @@ void salvage_zip_checkpoint(CheckpointImpl& impl) {
                                          (cut ? pickle->problem : "damaged (" + (pickle_error.empty() ? pickle->problem : pickle_error) + ")"));
   }
   if (!pickle_parsed) {  // found in the central directory: parsed now, the record being intact
-    const std::string bytes = pickle->method == 0 ? std::string() : read_found_record(file, *pickle, impl.limits.max_pickle_bytes);
     if (pickle->method == 0) {
       if (pickle->size > impl.limits.max_pickle_bytes) {
         throw Error(ErrorKind::kLimit, "data.pkl is " + std::to_string(pickle->size) +
@@ -123,6 +122,7 @@ void salvage_zip_checkpoint(CheckpointImpl& impl) {
       }
       parse_pickle(pickle->name, pickle->data_offset, pickle->size);
     } else {
+      const std::string bytes = read_found_record(file, *pickle, impl.limits.max_pickle_bytes);
       try {
         parse_object_pickle(impl, as_bytes(bytes), pickle->name);
         sizes = storage_sizes(impl);

@@ -10,7 +10,6 @@
 namespace ckptfix {
 namespace {
 
-constexpr uint64_t kLocalHeaderSize = 30;
 constexpr uint64_t kCentralHeaderSize = 46;
 constexpr uint64_t kEocdSize = 22;
 constexpr uint64_t kZip64EocdSize = 56;
@@ -187,19 +186,19 @@ void ZipReader::read_central_directory() {
 }
 
 void ZipReader::locate_data(ZipEntry& e) const {
-  auto h = file_->read_bytes(e.header_offset, kLocalHeaderSize, "local header of '" + e.name + "'");
+  auto h = file_->read_bytes(e.header_offset, kZipLocalHeaderSize, "local header of '" + e.name + "'");
   if (load_le<uint32_t>(h.data()) != kZipLocalHeaderSig) {
     throw corrupt("local header of '" + e.name + "' expected at offset " + hex_offset(e.header_offset) +
                   " (from the central directory) but its signature is missing");
   }
   const uint16_t name_len = load_le<uint16_t>(h.data() + 26);
   const uint16_t extra_len = load_le<uint16_t>(h.data() + 28);
-  auto name = file_->read_bytes(e.header_offset + kLocalHeaderSize, name_len, "local header name of '" + e.name + "'");
+  auto name = file_->read_bytes(e.header_offset + kZipLocalHeaderSize, name_len, "local header name of '" + e.name + "'");
   if (as_chars(name.span()) != e.name) {
     throw corrupt("local header at offset " + hex_offset(e.header_offset) + " names '" + std::string(as_chars(name.span())) +
                   "' but the central directory says '" + e.name + "'");
   }
-  e.data_offset = e.header_offset + kLocalHeaderSize + name_len + extra_len;
+  e.data_offset = e.header_offset + kZipLocalHeaderSize + name_len + extra_len;
   const auto end = checked_add(e.data_offset, e.compressed_size);
   if (!end || *end > layout_.central_directory_offset) {
     throw corrupt("record '" + e.name + "' data at offset " + hex_offset(e.data_offset) + " (" +
