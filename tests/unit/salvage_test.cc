@@ -34,14 +34,8 @@ std::map<std::string, std::string> tensor_bytes(const Checkpoint& ck) {
   return out;
 }
 
-class SalvageTest : public ::testing::Test {
+class SalvageTest : public test::TempDirTest {
  protected:
-  void SetUp() override {
-    dir_ = fs::temp_directory_path() / ("ckptfix-salvage-unit-" + std::to_string(::getpid()));
-    fs::create_directories(dir_);
-  }
-  void TearDown() override { fs::remove_all(dir_); }
-
   fs::path write(const std::string& name, const std::string& bytes) {
     const fs::path p = dir_ / name;
     std::FILE* f = std::fopen(p.c_str(), "wb");
@@ -76,8 +70,6 @@ class SalvageTest : public ::testing::Test {
       // Refused cleanly: nothing recoverable (or not recognisable at all).
     }
   }
-
-  fs::path dir_;
 };
 
 TEST_F(SalvageTest, EveryCutOfTorchFiles) {

@@ -23,15 +23,7 @@ namespace {
 namespace fs = std::filesystem;
 using test::expect_error;
 
-class VerifyTest : public ::testing::Test {
- protected:
-  void SetUp() override {
-    dir_ = fs::temp_directory_path() / ("ckptfix-verify-test-" + std::to_string(::getpid()));
-    fs::create_directories(dir_);
-  }
-  void TearDown() override { fs::remove_all(dir_); }
-  fs::path dir_;
-};
+using VerifyTest = test::TempDirTest;
 
 TEST_F(VerifyTest, AWriteVerifiesAgainstWhatWasIntended) {
   Checkpoint ck = Checkpoint::open(test::fixture_path("views_tied.pt"));
