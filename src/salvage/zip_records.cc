@@ -174,7 +174,9 @@ FoundRecords from_local_headers(const InputFile& file,
       }
       r.size = r.uncompressed = *size;
     }
-    if (r.data_offset + r.size > file.size()) {
+    // data_offset is within the file (checked with the header above); a size
+    // from a hostile pickle may be near 2^64, so the sum is never formed.
+    if (r.size > file.size() - r.data_offset) {
       r.problem = cut_at(file.size());
       out.stop_reason = r.problem;
       out.records.push_back(std::move(r));

@@ -36,8 +36,10 @@ when anything is lost; `inspect` of a cut file says how much salvage can
 recover.
 """
 import collections
+import io
 import json
 import os
+import pickle
 import shutil
 import struct
 import subprocess
@@ -387,6 +389,67 @@ class ZipSalvageTest(SalvageTestCase):
         self.assertTrue(self.layout.data.startswith(cut), "the partial file is a prefix of a whole save")
         self.assert_salvaged(partial, self.path("out.pt"), self.original, self.layout.lost_by_cut(len(cut)),
                              f"torch.save onto a full disk ({len(cut)} of {len(self.layout.data)} bytes)")
+
+
+class HugeStorageSalvageTest(SalvageTestCase):
+    """A hostile pickle can claim a storage of nearly 2**64 bytes; read from
+    its local headers (no central directory, sizes in data descriptors), the
+    record it names runs past the end of the file: lost as cut there, never
+    read, and the storage before it kept."""
+
+    def test_storage_larger_than_the_file_is_lost_as_cut(self):
+        kept = torch.tensor([1.5, -2.25], dtype=torch.float64)
+        huge_numel = (1 << 61) - 1  # x 8 bytes: 2**64 - 8, past any file's end from any offset
+
+        class StorageRef:
+            def __init__(self, key, numel):
+                self.pid = ("storage", torch.DoubleStorage, key, "cpu", numel)
+
+        class Rebuilt:  # pickles as torch.save pickles a tensor
+            def __init__(self, storage, size):
+                self.storage, self.size = storage, size
+
+            def __reduce__(self):
+                return (torch._utils._rebuild_tensor_v2,
+                        (self.storage, 0, (self.size,), (1,), False, collections.OrderedDict()))
+
+        class Pickler(pickle.Pickler):
+            def persistent_id(self, obj):
+                return obj.pid if isinstance(obj, StorageRef) else None
+
+        pickled = io.BytesIO()
+        Pickler(pickled, protocol=2).dump(collections.OrderedDict(
+            [("w", Rebuilt(StorageRef("0", 2), 2)), ("huge", Rebuilt(StorageRef("1", huge_numel), 4))]))
+
+        class Unseekable(io.RawIOBase):  # zipfile then writes data descriptors, as torch does
+            def __init__(self):
+                self.data = bytearray()
+
+            def writable(self):
+                return True
+
+            def write(self, b):
+                self.data += b
+                return len(b)
+
+        stream = Unseekable()
+        with zipfile.ZipFile(stream, "w", zipfile.ZIP_STORED) as z:
+            z.writestr("archive/data.pkl", pickled.getvalue())
+            z.writestr("archive/data/0", kept.numpy().tobytes())
+            z.writestr("archive/data/1", bytes(32))
+            z.writestr("archive/version", b"3\n")
+        data = bytes(stream.data)
+        damaged = self.path("huge.pt")
+        with open(damaged, "wb") as f:
+            f.write(data[:data.find(b"PK\x01\x02")])  # the central directory cut off
+        out = self.path("out.pt")
+        proc, doc = self.salvage(damaged, out)
+        self.assertEqual(proc.returncode, 0, proc.stderr)
+        report = doc["salvage"]
+        self.assertEqual(report["recovered"], ["w"])
+        self.assertEqual([l["key"] for l in report["lost"]], ["huge"])
+        self.assertRegex(report["lost"][0]["reason"], r"^cut at offset 0x[0-9a-f]+ \(the file ends there\)$")
+        self.assert_same(torch.load(out), collections.OrderedDict([("w", kept)]))
 
 
 # ------------------------------------------------------------- legacy files
