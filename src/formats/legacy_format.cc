@@ -87,10 +87,7 @@ void read_legacy_checkpoint(CheckpointImpl& impl) {
   std::unordered_map<std::string, uint32_t> element_sizes;
   impl.graph.for_each([&](Value& v) {
     if (v.kind != ValueKind::kPersistentId || v.pid() == nullptr) return;
-    if (auto pid = parse_storage_pid(*v.pid())) {
-      auto dtype = dtype_from_storage_class(pid->class_name);
-      element_sizes.emplace(pid->key, dtype ? element_size(*dtype) : 1);
-    }
+    if (auto pid = parse_storage_pid(*v.pid())) element_sizes.emplace(pid->key, storage_element_size(*pid));
   });
 
   std::unordered_map<std::string, LegacyData> data;

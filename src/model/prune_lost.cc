@@ -30,11 +30,7 @@ void prune_lost_tensors(CheckpointImpl& impl) {
     const std::optional<StoragePid> pid = parse_storage_pid(*v.pid());
     if (!pid || log.lost_storages.count(pid->key) == 0) return;
     lost.emplace(&v, pid->key);
-    const uint32_t size = pid->class_name == "UntypedStorage" ? 1 : [&] {
-      const auto d = dtype_from_storage_class(pid->class_name);
-      return d ? element_size(*d) : 1u;
-    }();
-    bytes_of[pid->key] = pid->numel * size;
+    bytes_of[pid->key] = pid->numel * storage_element_size(*pid);
   });
   // The tensors over them, and what wraps those (a Parameter, a subclass).
   for (bool changed = true; changed;) {

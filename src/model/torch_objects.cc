@@ -197,6 +197,11 @@ void build_storage_table(CheckpointImpl& impl, const std::function<LocatedData(c
   });
 }
 
+uint32_t storage_element_size(const StoragePid& pid) {
+  const std::optional<DType> dtype = dtype_from_storage_class(pid.class_name);
+  return dtype ? element_size(*dtype) : 1;
+}
+
 void make_rebuild_call(ValueGraph& graph, Value& call, const std::vector<Storage>& storages, int32_t storage,
                        int64_t offset, const std::vector<int64_t>& shape, const std::vector<int64_t>& stride,
                        bool requires_grad, Value* ordered_dict) {

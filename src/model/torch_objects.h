@@ -27,6 +27,11 @@ struct StoragePid {
 /// claims to be a storage but is malformed.
 std::optional<StoragePid> parse_storage_pid(const Value& pid);
 
+/// The bytes of one element of the storage `pid` describes: its storage
+/// class's dtype (1 for UntypedStorage), or 1 for a class no dtype has
+/// (the storage table refuses those; readers sizing records before it use this).
+uint32_t storage_element_size(const StoragePid& pid);
+
 /// Where a storage's data is and how many bytes are actually there.
 struct LocatedData {
   StorageSource source;

@@ -21,11 +21,7 @@ std::unordered_map<std::string, uint64_t> storage_sizes(CheckpointImpl& impl) {
     if (v.kind != ValueKind::kPersistentId || v.pid() == nullptr) return;
     const std::optional<StoragePid> pid = parse_storage_pid(*v.pid());
     if (!pid) return;
-    uint32_t element = 1;
-    if (pid->class_name != "UntypedStorage") {
-      if (const auto d = dtype_from_storage_class(pid->class_name)) element = element_size(*d);
-    }
-    if (const auto bytes = checked_mul(pid->numel, element)) sizes.emplace(pid->key, *bytes);
+    if (const auto bytes = checked_mul(pid->numel, storage_element_size(*pid))) sizes.emplace(pid->key, *bytes);
   });
   return sizes;
 }
