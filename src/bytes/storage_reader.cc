@@ -1,8 +1,8 @@
 #include "bytes/storage_reader.h"
 
+#include "bytes/byte_checker.h"  // hex32
 #include "bytes/element_transform.h"
 #include "ckptfix/error.h"
-#include "bytes/byte_checker.h"
 #include "io/bytes.h"
 #include "io/mapped_window.h"
 #include "zip/crc32.h"
