@@ -174,6 +174,13 @@ class SalvageTestCase(support.ScratchDirTest):
         else:
             self.assertEqual(actual, expected, where)
 
+    def damaged(self, name, data):
+        """Writes `data` (a damaged file's bytes) into the scratch directory."""
+        path = self.path(name)
+        with open(path, "wb") as f:
+            f.write(data)
+        return path
+
     def salvage(self, damaged, out, *extra):
         before = support.sha256(damaged) if os.path.isfile(damaged) else None
         proc = support.run("salvage", damaged, "-o", out, "--json", "--gpu", "off", *extra)
@@ -279,12 +286,6 @@ class ZipSalvageTest(SalvageTestCase):
         self.intact = self.path("full.pt")
         torch.save(self.original, self.intact)
         self.layout = ZipLayout(self.intact, self.original)
-
-    def damaged(self, name, data):
-        path = self.path(name)
-        with open(path, "wb") as f:
-            f.write(data)
-        return path
 
     def test_cuts(self):
         data = self.layout.data
@@ -439,9 +440,7 @@ class HugeStorageSalvageTest(SalvageTestCase):
             z.writestr("archive/data/1", bytes(32))
             z.writestr("archive/version", b"3\n")
         data = bytes(stream.data)
-        damaged = self.path("huge.pt")
-        with open(damaged, "wb") as f:
-            f.write(data[:data.find(b"PK\x01\x02")])  # the central directory cut off
+        damaged = self.damaged("huge.pt", data[:data.find(b"PK\x01\x02")])  # the central directory cut off
         out = self.path("out.pt")
         proc, doc = self.salvage(damaged, out)
         self.assertEqual(proc.returncode, 0, proc.stderr)
@@ -474,15 +473,11 @@ class LegacySalvageTest(SalvageTestCase):
             if not 0 < cut < len(data):
                 continue
             with self.subTest(cut=cut):
-                damaged = self.path(f"cut{cut}.pt")
-                with open(damaged, "wb") as f:
-                    f.write(data[:cut])
+                damaged = self.damaged(f"cut{cut}.pt", data[:cut])
                 self.assert_salvaged(damaged, self.path(f"out{cut}.pt"), original,
                                      lambda t, cut=cut: end_of[storage_bytes(t)] > cut, f"legacy cut at {cut}")
         # Cut inside the pickles: nothing describes the tensors.
-        damaged = self.path("in_pickle.pt")
-        with open(damaged, "wb") as f:
-            f.write(data[:first_data // 2])
+        damaged = self.damaged("in_pickle.pt", data[:first_data // 2])
         self.assert_nothing_recovered(damaged, self.path("none.pt"), "legacy cut inside its pickles")
 
 
@@ -517,9 +512,7 @@ class SafetensorsSalvageTest(SalvageTestCase):
             if not 0 < cut < len(data):
                 continue
             with self.subTest(cut=cut):
-                damaged = self.path(f"cut{cut}.safetensors")
-                with open(damaged, "wb") as f:
-                    f.write(data[:cut])
+                damaged = self.damaged(f"cut{cut}.safetensors", data[:cut])
                 if cut < 9:  # not even the header's first byte: not recognisable as safetensors at all
                     proc, _ = self.salvage(damaged, self.path(f"out{cut}.safetensors"))
                     self.assertEqual(proc.returncode, 1, proc.stderr)
