@@ -14,6 +14,14 @@ page cache: this measures the tools, not the disk.
   /usr/bin/python3 bench/bench.py --baseline OLD/ckptfix --peers cp  # a change, before/after, in one run
   /usr/bin/python3 bench/bench.py --sizes 2 --jobs dcp              # a 2-rank DCP directory -> one .pt
 
+On the GPU machine (its python3 is the judge; ../shared/gpu/README.md), the
+GPU load test's cost: the same binary with and without it, on a file saved
+from cuda, in one run (ckptfix/baseline is the verified job with the GPU
+stage over the same job with --gpu off):
+
+  python3 bench/bench.py --python python3 --sizes 4 --jobs strip-prefix --saved-on cuda:0 \
+      --args="--gpu require" --baseline build/ckptfix --baseline-args="--gpu off" --peers cp
+
 The dcp job's directory is written by 2 ranks of the sid judge's torch
 (generate_dcp) and its Python peer, dcp_to_torch_save, runs in that judge.
 """
@@ -87,7 +95,11 @@ JUDGED_JOBS = {"to-safetensors", "bin-set", "dcp"}
 BIN_SET_SHARD = "300MB"
 
 
-def ckptfix_command(binary, job, src, dst):
+def ckptfix_command(binary, job, src, dst, extra=()):
+    return [*_ckptfix_command(binary, job, src, dst), *extra]
+
+
+def _ckptfix_command(binary, job, src, dst):
     return {
         "convert": [binary, "convert", src, "-o", dst, "--force"],
         "strip-prefix": [binary, "strip-prefix", src, "-o", dst, "--force"],
@@ -115,7 +127,7 @@ total = int({gib} * (1 << 30))
 chunk = 16 << 20  # floats per tensor: 64 MiB
 sd = collections.OrderedDict()
 i = 0
-while total > 0:
+while total >= 4:
     n = min(chunk, total // 4)
     sd[f'module.layer{{i}}.weight'] = torch.rand(n)
     total -= 4 * n
@@ -138,9 +150,9 @@ total, shard, chunk = int({gib} * (1 << 30)), 256 << 20, 16 << 20
 names = []
 wm = {{}}
 i = 0
-while total > 0:
+while total >= 4:
     sd = {{}}
-    while total > 0 and sum(4 * v.numel() for v in sd.values()) < shard:
+    while total >= 4 and sum(4 * v.numel() for v in sd.values()) < shard:
         n = min(chunk, total // 4)
         sd[f'model.layer{{i}}.weight'] = torch.rand(n)
         total -= 4 * n
@@ -260,12 +272,12 @@ def timed(command, outputs=()):
     return wall, rss_kib / 1024
 
 
-def run_case(binary, job, src, workdir, runs, peers, baseline=None):
+def run_case(binary, job, src, workdir, runs, peers, baseline=None, args=(), baseline_args=()):
     dst = os.path.join(workdir, {"to-safetensors": "out.safetensors", "bin-set": "out-set/model.safetensors"}.get(job, "out.pt"))
     copy = os.path.join(workdir, "copy.pt")
-    commands = {"ckptfix": ckptfix_command(binary, job, src, dst)}
+    commands = {"ckptfix": ckptfix_command(binary, job, src, dst, args)}
     if baseline:
-        commands["baseline"] = ckptfix_command(baseline, job, src, dst)
+        commands["baseline"] = ckptfix_command(baseline, job, src, dst, baseline_args)
     if "cp" in peers and job == "bin-set":  # the whole set
         copy = os.path.join(workdir, "copy-set")
         commands["cp"] = ["cp", "-r", os.path.dirname(src), copy]
@@ -343,6 +355,7 @@ def run_batch(binary, workdir, count, runs):
 
 
 def main():
+    global PYTHON
     parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     parser.add_argument("--ckptfix", default=os.path.join(REPO, "build", "ckptfix"))
     parser.add_argument("--sizes", default="1", help="comma-separated GiB, e.g. 0.5,1,2,4")
@@ -354,7 +367,12 @@ def main():
     parser.add_argument("--batch", type=int, default=0, help="also time N small files with --jobs 1 and 2")
     parser.add_argument("--baseline", default=None,
                         help="another ckptfix binary (e.g. the last release) run in the same rounds: adds ckptfix/baseline")
+    parser.add_argument("--args", default="", help="options added to every ckptfix command, e.g. '--gpu require'")
+    parser.add_argument("--baseline-args", default="", help="options added to every baseline command, e.g. '--gpu off'")
+    parser.add_argument("--python", default=PYTHON, help="the torch that generates files and is the peer (default %(default)s)")
+    parser.add_argument("--saved-on", default=None, help="the device generated files say they were saved on, e.g. cuda:0")
     args = parser.parse_args()
+    PYTHON = args.python
     if not args.no_prefault:
         prefault_memory()
     peers = [p for p in args.peers.split(",") if p]
@@ -371,7 +389,7 @@ def main():
             for job in args.jobs.split(","):
                 job_src = src
                 if job not in ("bin-set", "dcp") and not os.path.exists(src):
-                    generate(src, size)
+                    generate(src, size, args.saved_on)
                 if job == "bin-set":
                     job_src = os.path.join(workdir, f"bin-set-{size}g", "pytorch_model.bin.index.json")
                     if not os.path.exists(job_src):
@@ -395,7 +413,8 @@ def main():
                     job_src = os.path.join(workdir, f"numpy-p{protocol}-{size}g.pt")
                     if not os.path.exists(job_src):
                         generate_numpy(job_src, size, protocol)
-                r, ratios = run_case(args.ckptfix, job, job_src, workdir, args.runs, peers, args.baseline)
+                r, ratios = run_case(args.ckptfix, job, job_src, workdir, args.runs, peers, args.baseline,
+                                     args.args.split(), args.baseline_args.split())
                 ck, ck_mem = r["ckptfix"]
                 cp = r.get("cp", (None, None))[0]
                 th, th_mem = r.get("torch", (None, None))

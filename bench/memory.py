@@ -18,7 +18,7 @@ Cache states:
              the writer left them)
 
 Commands: inspect, verify, strip-prefix, cast --dtype bf16, convert to
-safetensors, weights-only, salvage (of the file cut at 60 %), each with the GPU round trip off (--gpu off);
+safetensors, weights-only, salvage (of the file cut at 60 %), each with the GPU load test off (--gpu off);
 with --gpu also with it on where a CUDA device is usable, so the CUDA
 context's share is seen apart.
 

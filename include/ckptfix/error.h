@@ -32,7 +32,7 @@ enum class ErrorKind {
   kConflict,        ///< a requested edit cannot be done (e.g. two keys collide)
   kExists,          ///< the output exists and overwriting was not allowed
   kVerification,    ///< a written file did not verify against what was intended
-  kGpu,             ///< the GPU round trip was required but could not run or failed
+  kGpu,             ///< the GPU load test was required but could not run, or failed
   kLimit,           ///< the input exceeds a resource limit (ReadLimits); it may be sound, and raising the limit reads it
   kInternal,        ///< a failure that is a bug in ckptfix (an unexpected exception, reported instead of a crash)
 };

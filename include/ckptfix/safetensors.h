@@ -37,7 +37,7 @@ struct SafetensorsOptions {
   bool overwrite = false;  ///< replace an existing output file
   bool sync = false;       ///< fsync the file and its directory (see SaveOptions)
   bool verify = true;      ///< verify before the rename (off only on request)
-  VerifyOptions verify_options;  ///< GPU round trip, limits
+  VerifyOptions verify_options;  ///< GPU load test, limits
   ProgressCallback progress;  ///< phases "writing" and "verifying"
   /// Above 0: write a Hugging Face shard set of files of at most this many
   /// bytes of tensors each (one tensor larger than that alone in a file),

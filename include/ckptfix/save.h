@@ -32,7 +32,7 @@ struct SaveOptions {
   /// Verify the finished temporary file before it replaces anything
   /// (see verify.h). Off only on request.
   bool verify = true;
-  VerifyOptions verify_options;  ///< what verification does (GPU round trip, limits)
+  VerifyOptions verify_options;  ///< what verification does (GPU load test, limits)
 };
 
 /// One storage as written: where it went and what it holds.
@@ -66,7 +66,7 @@ struct SaveResult {
   std::vector<Record> records;  ///< every record written, in order
   /// What verification checked (empty when it was turned off).
   std::optional<VerifyReport> verification;
-  /// The GPU round trip done while reading records back during the write.
+  /// The GPU load test done while reading records back during the write.
   GpuReport readback_gpu;
 };
 

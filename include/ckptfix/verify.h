@@ -14,8 +14,9 @@
 //    every rule of the header, and every tensor's bytes read).
 //  * save_safetensors() (safetensors.h) verifies its output the same way:
 //    the header re-read and compared, every tensor's bytes hashed.
-// Both can add the GPU round trip: every storage copied into GPU memory and
-// back, and the returned bytes compared with the expected hash.
+// Both can add the GPU load test: every storage uploaded to GPU memory and
+// read there, as elements of its dtype, by a kernel whose checksum of its
+// bytes must equal the one the CPU computed from the bytes meant.
 #pragma once
 
 #include <cstdint>
@@ -29,7 +30,7 @@
 
 namespace ckptfix {
 
-/// Whether to run the GPU round trip.
+/// Whether to run the GPU load test.
 enum class GpuMode {
   kAuto,     ///< when a CUDA device is usable; otherwise report why it was skipped
   kRequire,  ///< fail (Error kGpu) when no CUDA device is usable
@@ -44,16 +45,18 @@ using ProgressCallback = std::function<void(std::string_view phase, uint64_t don
 
 /// How to verify.
 struct VerifyOptions {
-  GpuMode gpu = GpuMode::kAuto;  ///< whether to run the GPU round trip
+  GpuMode gpu = GpuMode::kAuto;  ///< whether to run the GPU load test
   ProgressCallback progress;  ///< phase "verifying"
   /// How verify_file opens the file (its limits). save() re-opens a written
   /// file with the limits the intended checkpoint was opened with.
   OpenOptions open;
 };
 
-/// What the GPU round trip did.
+/// What the GPU load test did: every storage's bytes uploaded to the device
+/// and read there as elements of its dtype by a kernel whose checksum of
+/// them must equal the CPU's (and which counts NaN and Inf as it goes).
 struct GpuReport {
-  /// Whether the round trip ran.
+  /// Whether the load test ran.
   enum class Status {
     kOk,       ///< it ran
     kSkipped,  ///< GpuMode::kAuto and no usable device (see reason)
@@ -61,9 +64,15 @@ struct GpuReport {
   };
   Status status = Status::kOff;  ///< what happened
   std::string reason;          ///< why it was skipped
-  std::string device;          ///< e.g. "NVIDIA A100 (cuda:0)"
-  uint64_t bytes = 0;          ///< bytes copied to the device (and back)
-  double seconds = 0;  ///< time the round trip took
+  std::string device;          ///< e.g. "NVIDIA H100 80GB HBM3 (cuda:0)"
+  uint64_t tensors = 0;        ///< storages loaded and checked on the device (a shared storage once)
+  uint64_t bytes = 0;          ///< their bytes
+  uint64_t nan = 0;            ///< NaN elements the device counted in floating storages
+  uint64_t inf = 0;            ///< +Inf and -Inf elements likewise
+  double seconds = 0;  ///< device time: transfers and kernels (CUDA events)
+
+  /// Adds what another load test of the same device did (a write's two passes).
+  void add(const GpuReport& other);
 };
 
 /// "ok", "skipped" or "off", as reports print a GpuReport::Status.
@@ -81,16 +90,16 @@ struct VerifyReport {
   uint64_t tensors = 0;             ///< tensor positions compared
   uint64_t bytes = 0;               ///< bytes read back and hashed
   double seconds = 0;  ///< time verification took
-  GpuReport gpu;  ///< the GPU round trip
+  GpuReport gpu;  ///< the GPU load test
 
   /// One line for people, e.g. "read back 12 records (CRC-32 and XXH3 as
-  /// written), 9 tensors as intended; GPU round trip skipped: no CUDA device".
+  /// written), 9 tensors as intended; GPU load test skipped: no CUDA device".
   std::string summary() const;
 };
 
 /// Checks a checkpoint on its own. Throws Error(kCorrupt) naming the damaged
 /// record or structure, the errors Checkpoint::open throws, or Error(kGpu)
-/// when the GPU round trip is required (GpuMode::kRequire) but cannot run.
+/// when the GPU load test is required (GpuMode::kRequire) but cannot run.
 VerifyReport verify_file(const std::filesystem::path& file, const VerifyOptions& options = {});
 
 /// Fails early (Error kGpu) when `mode` is kRequire and no CUDA device is

@@ -5,7 +5,6 @@
 #include <unistd.h>
 
 #include <cerrno>
-#include <chrono>
 #include <cstdio>
 #include <cstring>
 #include <xxhash.h>
@@ -28,21 +27,20 @@ std::string hex64(uint64_t v) {
   return buf;
 }
 
-ByteChecker::ByteChecker(GpuMode mode, GpuReport& gpu, ProgressCallback progress, uint64_t total)
+ByteChecker::ByteChecker(GpuMode mode, GpuReport& gpu, ProgressCallback progress, uint64_t total,
+                         bool inject_gpu_fault)
     : gpu_report_(gpu), buffer_(kChunk), progress_(std::move(progress)), total_(total) {
   gpu = plan_gpu(mode);
   if (gpu.status != GpuReport::Status::kOk) return;
-  gpu_ = std::make_unique<GpuRoundTrip>(kChunk);
-  returned_.resize(kChunk);
+  load_test_ = std::make_unique<LoadTest>(open_cuda_load_test(LoadTest::kSlotBytes, inject_gpu_fault));
 }
 
-void expect_gpu_bytes(const Digest& d, ErrorKind kind, const std::string& where) {
-  // The GPU's bytes must equal the bytes sent (whose CRC-32 the caller checks).
-  if (d.through_gpu && d.gpu_hash != d.hash) {
-    throw Error(kind, "the bytes that came back from GPU memory differ (XXH3 " + hex64(d.gpu_hash) + ", " +
-                          hex64(d.hash) + " sent)")
-        .at(where);
-  }
+ByteChecker::ByteChecker(std::unique_ptr<LoadTestDevice> device, const std::string& name, GpuReport& gpu)
+    : gpu_report_(gpu), buffer_(kChunk), total_(0) {
+  gpu = GpuReport{};
+  gpu.status = GpuReport::Status::kOk;
+  gpu.device = name;
+  load_test_ = std::make_unique<LoadTest>(std::move(device));
 }
 
 // CRC-32 and XXH3 go over the same bytes one small piece at a time, so the
@@ -51,20 +49,29 @@ constexpr size_t kPiece = size_t{256} << 10;
 
 struct ByteChecker::Running {
   std::unique_ptr<XXH3_state_t, decltype(&XXH3_freeState)> hash{XXH3_createState(), XXH3_freeState};
-  std::unique_ptr<XXH3_state_t, decltype(&XXH3_freeState)> gpu_hash{XXH3_createState(), XXH3_freeState};
   uint32_t crc = 0;
-  bool through_gpu = false;
   bool hash_too = true;
+  std::optional<OnDevice> device;  // when the load test runs on these bytes
+  WordChecksum expected;           // what the device must read
+};
+
+// A storage loaded on the device, and the checksum the CPU computed for it.
+struct ByteChecker::Expected {
+  uint64_t ticket = 0;
+  LoadCheck cpu;
+  OnDevice device;
 };
 
 ByteChecker::~ByteChecker() = default;
 
-void ByteChecker::begin(bool through_gpu, bool hash) {
+void ByteChecker::begin(const std::optional<OnDevice>& device, bool hash) {
   running_ = std::make_unique<Running>();
   XXH3_64bits_reset(running_->hash.get());
-  XXH3_64bits_reset(running_->gpu_hash.get());
-  running_->through_gpu = through_gpu && gpu_ != nullptr;
-  running_->hash_too = hash || running_->through_gpu;  // the GPU's bytes are compared by hash
+  running_->hash_too = hash;
+  if (device && load_test_) {
+    running_->device = device;
+    load_test_->begin(float_coding(device->dtype));
+  }
 }
 
 void ByteChecker::update(std::span<const std::byte> bytes) {
@@ -73,17 +80,12 @@ void ByteChecker::update(std::span<const std::byte> bytes) {
     const auto piece = bytes.subspan(at, std::min(kPiece, bytes.size() - at));
     r.crc = crc32_update(r.crc, piece);
     if (r.hash_too) XXH3_64bits_update(r.hash.get(), piece.data(), piece.size());
-  }
-  if (r.through_gpu) {
-    for (size_t at = 0; at < bytes.size(); at += kChunk) {
-      const auto chunk = bytes.subspan(at, std::min(kChunk, bytes.size() - at));
-      const auto start = std::chrono::steady_clock::now();
-      gpu_->roundtrip(chunk, std::span(returned_).first(chunk.size()));
-      gpu_report_.seconds += std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
-      gpu_report_.bytes += chunk.size();
-      XXH3_64bits_update(r.gpu_hash.get(), returned_.data(), chunk.size());
+    if (r.device) {
+      r.expected.update(piece);
+      load_test_->add(piece);  // copied into pinned staging; launched when a slot is full
     }
   }
+  if (r.device) compare(false);
   done_ += bytes.size();
   if (progress_) progress_("verifying", done_, total_);
 }
@@ -92,14 +94,46 @@ Digest ByteChecker::finish() {
   Digest d;
   d.crc = running_->crc;
   d.hash = XXH3_64bits_digest(running_->hash.get());
-  d.gpu_hash = XXH3_64bits_digest(running_->gpu_hash.get());
-  d.through_gpu = running_->through_gpu;
+  if (running_->device) {
+    const uint64_t ticket = load_test_->end();
+    expected_.push_back({ticket, running_->expected.finish(), std::move(*running_->device)});
+    compare(false);
+  }
   running_.reset();
   return d;
 }
 
-Digest ByteChecker::digest(uint64_t size, const std::function<void(std::span<std::byte>)>& read, bool through_gpu) {
-  begin(through_gpu);
+void ByteChecker::compare(bool wait) {
+  for (const LoadTest::Result& r : load_test_->results(wait)) {
+    if (expected_.empty() || expected_.front().ticket != r.ticket) {
+      throw Error(ErrorKind::kInternal, "GPU load test: a result for storage " + std::to_string(r.ticket) +
+                                            " that was not expected");
+    }
+    const Expected e = std::move(expected_.front());
+    expected_.pop_front();
+    if (!r.device.same_bytes(e.cpu)) {
+      throw Error(e.device.kind, "the bytes loaded on " + gpu_report_.device +
+                                     " differ from the bytes read on the CPU (device checksum " + hex64(r.device.sum) +
+                                     "/" + hex64(r.device.weighted) + ", CPU " + hex64(e.cpu.sum) + "/" +
+                                     hex64(e.cpu.weighted) + ")")
+          .at(e.device.where);
+    }
+    ++gpu_report_.tensors;
+    gpu_report_.bytes += r.bytes;
+    gpu_report_.nan += r.device.nan;
+    gpu_report_.inf += r.device.posinf + r.device.neginf;
+  }
+}
+
+void ByteChecker::finish_device() {
+  if (!load_test_) return;
+  compare(true);
+  gpu_report_.seconds = load_test_->device_seconds();
+}
+
+Digest ByteChecker::digest(uint64_t size, const std::function<void(std::span<std::byte>)>& read,
+                           const std::optional<OnDevice>& device) {
+  begin(device);
   for (uint64_t left = size; left > 0;) {
     const size_t n = static_cast<size_t>(std::min<uint64_t>(left, buffer_.size()));
     std::span<std::byte> chunk(buffer_.data(), n);
@@ -110,8 +144,9 @@ Digest ByteChecker::digest(uint64_t size, const std::function<void(std::span<std
   return finish();
 }
 
-ReadBack::ReadBack(const std::string& path, GpuMode gpu, ProgressCallback progress, uint64_t total)
-    : path_(path), checker_(gpu, gpu_, std::move(progress), total) {
+ReadBack::ReadBack(const std::string& path, GpuMode gpu, ProgressCallback progress, uint64_t total,
+                   bool inject_gpu_fault)
+    : path_(path), checker_(gpu, gpu_, std::move(progress), total, inject_gpu_fault) {
   fd_ = ::open(path.c_str(), O_RDONLY | O_CLOEXEC);
   if (fd_ < 0) throw Error(ErrorKind::kIo, std::string("cannot re-open for verification: ") + std::strerror(errno)).in_file(path);
 }
@@ -133,7 +168,7 @@ void ReadBack::read_exactly(std::span<std::byte> out, uint64_t offset, const std
 }
 
 void ReadBack::check(const std::string& record, uint64_t offset, uint64_t size, std::optional<uint32_t> crc,
-                     std::optional<uint64_t> hash, bool through_gpu) {
+                     std::optional<uint64_t> hash, std::optional<DType> device_dtype) {
   // A mapping past the end of the file would fault (SIGBUS): check first.
   struct stat st {};
   if (::fstat(fd_, &st) != 0 || static_cast<uint64_t>(st.st_size) < offset + size) {
@@ -144,15 +179,17 @@ void ReadBack::check(const std::string& record, uint64_t offset, uint64_t size, 
   }
   // Large records through a mapping of the file's pages (what the disk will
   // get, no copy); small ones by pread, cheaper than a mapping each.
+  std::optional<OnDevice> device;
+  if (device_dtype) device = OnDevice{*device_dtype, ErrorKind::kVerification, record};
   Digest d;
   if (size >= kMapped) {
-    checker_.begin(through_gpu, hash.has_value());
+    checker_.begin(device, hash.has_value());
     for_each_mapped(fd_, offset, size, record, [&](std::span<const std::byte> view) { checker_.update(view); });
     d = checker_.finish();
   } else {
     uint64_t at = offset;
     d = checker_.digest(size, [&](std::span<std::byte> out) { read_exactly(out, at, record), at += out.size(); },
-                        through_gpu);
+                        device);
   }
   if (crc && d.crc != *crc) {
     throw Error(ErrorKind::kVerification, "the bytes read back have CRC-32 " + hex32(d.crc) + " but " + hex32(*crc) +
@@ -164,7 +201,6 @@ void ReadBack::check(const std::string& record, uint64_t offset, uint64_t size, 
                                               hex64(d.hash) + " read, " + hex64(*hash) + " expected)")
         .at(record);
   }
-  expect_gpu_bytes(d, ErrorKind::kVerification, record);
   bytes_ += size;
 }
 

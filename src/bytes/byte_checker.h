@@ -1,11 +1,12 @@
 // Reading bytes once and proving them: CRC-32 and XXH3 of every chunk and,
-// when a CUDA device is usable and wanted, the same chunk copied through GPU
-// memory and hashed again. ReadBack is the check of a written file's bytes,
+// when a CUDA device is usable and wanted, every storage loaded on the
+// device and checked there (the GPU load test, load_test.h). ReadBack is the check of a written file's bytes,
 // the same whether the writer runs it on a record as soon as it is complete
 // or verify_written() on the records left at the end.
 #pragma once
 
 #include <cstdint>
+#include <deque>
 #include <functional>
 #include <memory>
 #include <optional>
@@ -15,20 +16,24 @@
 
 #include "ckptfix/error.h"
 #include "ckptfix/verify.h"
+#include "ckptfix/dtype.h"
 #include "bytes/gpu.h"
+#include "bytes/load_test.h"
 
 namespace ckptfix {
 
 struct Digest {
   uint32_t crc = 0;
-  uint64_t hash = 0;      ///< XXH3-64
-  uint64_t gpu_hash = 0;  ///< XXH3-64 of the bytes back from the GPU (when it ran)
-  bool through_gpu = false;  ///< the bytes went through the GPU round trip
+  uint64_t hash = 0;  ///< XXH3-64
 };
 
-/// Throws Error(`kind`) at `where` when the bytes that came back from the
-/// GPU differ from the bytes sent.
-void expect_gpu_bytes(const Digest& digest, ErrorKind kind, const std::string& where);
+/// A storage's bytes loaded on the device too: how the device reads its
+/// elements, and what a difference found there is reported as.
+struct OnDevice {
+  DType dtype = DType::kUntyped;
+  ErrorKind kind = ErrorKind::kVerification;
+  std::string where;  ///< the record or tensor a difference names
+};
 
 /// "0x1234abcd", "0x0123456789abcdef".
 std::string hex32(uint32_t v);
@@ -38,31 +43,46 @@ class ByteChecker {
  public:
   static constexpr size_t kChunk = size_t{4} << 20;
 
-  /// Sets up the GPU round trip for `mode` and records in `gpu` whether it
-  /// runs or why not (plan_gpu); throws Error(kGpu) when required but impossible.
-  ByteChecker(GpuMode mode, GpuReport& gpu, ProgressCallback progress = {}, uint64_t total = 0);
+  /// Sets up the GPU load test for `mode` and records in `gpu` whether it
+  /// runs or why not (plan_gpu); throws Error(kGpu) when required but
+  /// impossible. `inject_gpu_fault`: the test-only fault (load_test.h).
+  ByteChecker(GpuMode mode, GpuReport& gpu, ProgressCallback progress = {}, uint64_t total = 0,
+              bool inject_gpu_fault = false);
+  /// With the load test on `device` (tests: host_load_test), reported as `name`.
+  ByteChecker(std::unique_ptr<LoadTestDevice> device, const std::string& name, GpuReport& gpu);
   ~ByteChecker();
 
-  bool gpu_enabled() const { return gpu_ != nullptr; }
+  bool gpu_enabled() const { return load_test_ != nullptr; }
 
   /// Digests `size` bytes obtained from `read(buffer)` (which fills the whole
-  /// buffer it is given), sending them through the GPU when `through_gpu`.
-  Digest digest(uint64_t size, const std::function<void(std::span<std::byte>)>& read, bool through_gpu);
+  /// buffer it is given), loading them on the device too when `device` is
+  /// given and the load test runs.
+  Digest digest(uint64_t size, const std::function<void(std::span<std::byte>)>& read,
+                const std::optional<OnDevice>& device);
 
   /// The same for bytes that are already in memory (e.g. a mapped window):
   /// begin(), update() with consecutive views, finish(). Without `hash`,
-  /// only the CRC-32 is computed (plus XXH3 when the GPU round trip runs).
-  void begin(bool through_gpu, bool hash = true);
+  /// only the CRC-32 is computed.
+  void begin(const std::optional<OnDevice>& device, bool hash = true);
   void update(std::span<const std::byte> bytes);
   Digest finish();
 
+  /// Waits for the device and compares every storage still outstanding;
+  /// completes the GpuReport. The device's results are compared as they come
+  /// back, so a difference may also be thrown by update() or finish(): an
+  /// Error of the storage's OnDevice::kind, at its `where`.
+  void finish_device();
+
  private:
   struct Running;
+  struct Expected;
+  void compare(bool wait);
+
   std::unique_ptr<Running> running_;
   GpuReport& gpu_report_;
-  std::unique_ptr<GpuRoundTrip> gpu_;
+  std::unique_ptr<LoadTest> load_test_;
+  std::deque<Expected> expected_;
   std::vector<std::byte> buffer_;
-  std::vector<std::byte> returned_;
   ProgressCallback progress_;
   uint64_t total_;
   uint64_t done_ = 0;
@@ -73,17 +93,21 @@ class ByteChecker {
 /// buffers) and checks them against what was written.
 class ReadBack {
  public:
-  ReadBack(const std::string& path, GpuMode gpu, ProgressCallback progress = {}, uint64_t total = 0);
+  ReadBack(const std::string& path, GpuMode gpu, ProgressCallback progress = {}, uint64_t total = 0,
+           bool inject_gpu_fault = false);
   ~ReadBack();
   ReadBack(const ReadBack&) = delete;
   ReadBack& operator=(const ReadBack&) = delete;
 
   /// Throws Error(kVerification) naming `record` when the bytes at
   /// [offset, offset + size) do not have `crc` (when given: zip records) and
-  /// `hash` (when given), or when, sent `through_gpu`, they come back
-  /// different.
+  /// `hash` (when given), or when, loaded on the device as elements of
+  /// `device_dtype` (when given), the device reads them differently.
   void check(const std::string& record, uint64_t offset, uint64_t size, std::optional<uint32_t> crc,
-             std::optional<uint64_t> hash, bool through_gpu = true);
+             std::optional<uint64_t> hash, std::optional<DType> device_dtype);
+
+  /// The load test's last results compared (ByteChecker::finish_device).
+  void finish_device() { checker_.finish_device(); }
 
   uint64_t bytes() const { return bytes_; }
   const GpuReport& gpu() const { return gpu_; }

@@ -1,10 +1,9 @@
-// The GPU round trip in a build without the CUDA Toolkit.
+// The GPU load test in a build without the CUDA Toolkit (or without nvcc).
 #include "ckptfix/error.h"
 #include "bytes/gpu.h"
+#include "bytes/load_test.h"
 
 namespace ckptfix {
-
-struct GpuRoundTrip::State {};
 
 bool gpu_support_built() { return false; }
 
@@ -13,8 +12,6 @@ const GpuStatus& gpu_status() {
   return status;
 }
 
-GpuRoundTrip::GpuRoundTrip(size_t) { throw Error(ErrorKind::kGpu, gpu_status().reason); }
-GpuRoundTrip::~GpuRoundTrip() = default;
-void GpuRoundTrip::roundtrip(std::span<const std::byte>, std::span<std::byte>) {}
+std::unique_ptr<LoadTestDevice> open_cuda_load_test(size_t, bool) { throw Error(ErrorKind::kGpu, gpu_status().reason); }
 
 }  // namespace ckptfix

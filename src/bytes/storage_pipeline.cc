@@ -185,7 +185,7 @@ void StoragePipeline::read_back(const Storage& s, const WrittenRecord& r, std::o
   sink_.flush();  // the record's last bytes may still be in the sink's buffer
   checks_.push_back(worker_.run([this, &s, r, hash, crc_from_input] {
     try {
-      readback_->check(r.name, r.data_offset, r.size, r.crc32, hash);
+      readback_->check(r.name, r.data_offset, r.size, r.crc32, hash, s.output_dtype());
     } catch (const Error& e) {
       // The expected CRC came from the input archive: a mismatch may mean the
       // input itself is damaged, which is a different message.

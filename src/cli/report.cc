@@ -184,8 +184,12 @@ nlohmann::json gpu_json(const GpuReport& gpu) {
   if (!gpu.reason.empty()) out["reason"] = gpu.reason;
   if (gpu.status == GpuReport::Status::kOk) {
     out["device"] = gpu.device;
+    out["tensors"] = gpu.tensors;
     out["bytes"] = gpu.bytes;
+    out["nan"] = gpu.nan;
+    out["inf"] = gpu.inf;
     out["seconds"] = gpu.seconds;
+    out["gb_per_s"] = gpu.seconds > 0 ? static_cast<double>(gpu.bytes) / gpu.seconds / 1e9 : 0.0;
   }
   return out;
 }

@@ -288,7 +288,7 @@ void add_rewrite_options(CLI::App* cmd, RewriteArgs& args, bool may_replace_inpu
   if (may_replace_input) {
     cmd->add_flag("--no-verify", args.no_verify, "Skip verifying each written file before it replaces anything");
   }
-  cmd->add_option("--gpu", args.gpu, "GPU round trip during verification: auto (default), require or off");
+  cmd->add_option("--gpu", args.gpu, "GPU load test during verification: auto (default), require or off");
   cmd->add_option("--format", args.format,
                   "Output format: pt (torch zip) or safetensors; default: from the output's extension "
                   "(.safetensors; .pt, .pth, .bin, .ckpt), else the input's format")

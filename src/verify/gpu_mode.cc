@@ -1,4 +1,4 @@
-// GpuMode and GpuReport: what was asked of the GPU round trip and what it did.
+// GpuMode and GpuReport: what was asked of the GPU load test and what it did.
 #include "ckptfix/error.h"
 #include "ckptfix/verify.h"
 #include "bytes/gpu.h"
@@ -27,7 +27,7 @@ GpuReport plan_gpu(GpuMode mode) {
   const GpuStatus& status = gpu_status();
   if (!status.usable) {
     if (mode == GpuMode::kRequire) {
-      throw Error(ErrorKind::kGpu, "GPU round trip required but it cannot run: " + status.reason);
+      throw Error(ErrorKind::kGpu, "GPU load test required but it cannot run: " + status.reason);
     }
     report.status = GpuReport::Status::kSkipped;
     report.reason = status.reason;
@@ -39,5 +39,13 @@ GpuReport plan_gpu(GpuMode mode) {
 }
 
 void require_gpu_if_asked(GpuMode mode) { plan_gpu(mode); }
+
+void GpuReport::add(const GpuReport& other) {
+  tensors += other.tensors;
+  bytes += other.bytes;
+  nan += other.nan;
+  inf += other.inf;
+  seconds += other.seconds;
+}
 
 }  // namespace ckptfix

@@ -46,14 +46,19 @@ std::string VerifyReport::summary() const {
     s += std::to_string(storages) + " storages, " + std::to_string(tensors) + " tensors";
   }
   if (gpu.status == GpuReport::Status::kOk) {
-    char buf[160];
-    std::snprintf(buf, sizeof buf, "; GPU round trip ok on %s: %.1f MiB in %.3f s", gpu.device.c_str(),
-                  static_cast<double>(gpu.bytes) / (1 << 20), gpu.seconds);
+    char buf[320];
+    std::snprintf(buf, sizeof buf,
+                  "; GPU load test ok on %s: %llu storages (%.1f MiB) loaded and checked on the device in %.3f s "
+                  "(%.1f GB/s), %llu NaN, %llu Inf",
+                  gpu.device.c_str(), static_cast<unsigned long long>(gpu.tensors),
+                  static_cast<double>(gpu.bytes) / (1 << 20), gpu.seconds,
+                  gpu.seconds > 0 ? static_cast<double>(gpu.bytes) / gpu.seconds / 1e9 : 0.0,
+                  static_cast<unsigned long long>(gpu.nan), static_cast<unsigned long long>(gpu.inf));
     s += buf;
   } else if (gpu.status == GpuReport::Status::kSkipped) {
-    s += "; GPU round trip skipped: " + gpu.reason;
+    s += "; GPU load test skipped: " + gpu.reason;
   } else {
-    s += "; GPU round trip off";
+    s += "; GPU load test off";
   }
   return s;
 }
@@ -61,8 +66,8 @@ std::string VerifyReport::summary() const {
 namespace {
 
 // Feeds a ByteChecker from a RecordReader.
-Digest digest_record(ByteChecker& checker, RecordReader& reader, bool through_gpu) {
-  return checker.digest(reader.remaining(), [&](std::span<std::byte> out) { reader.read(out); }, through_gpu);
+Digest digest_record(ByteChecker& checker, RecordReader& reader, const std::optional<OnDevice>& device) {
+  return checker.digest(reader.remaining(), [&](std::span<std::byte> out) { reader.read(out); }, device);
 }
 
 // Every record of a zip file read and its CRC-32 checked.
@@ -75,7 +80,7 @@ void check_zip_crcs(const std::shared_ptr<const InputFile>& file, const VerifyOp
     for (const ZipEntry& e : zip.entries()) {
       RecordReader reader(*file, e.data_offset, e.compressed_size,
                           e.method == 8 ? RecordEncoding::kDeflated : RecordEncoding::kStored, e.size, e.name);
-      const Digest d = digest_record(checker, reader, false);
+      const Digest d = digest_record(checker, reader, std::nullopt);
       ++report.records;
       report.bytes += e.size;
       if (e.crc32 == 0 && e.size != 0) continue;  // no CRC recorded (torch >= 2.6 option)
@@ -131,9 +136,10 @@ VerifyReport verify_input_file(const std::filesystem::path& path, const VerifyOp
                                (s.gather && !s.gather->tiling_checked);
       if (!checker.gpu_enabled() && !read_anyway) continue;
       RecordReader reader = open_storage_record(impl_of(ck).input_of(s), s);
-      expect_gpu_bytes(digest_record(checker, reader, checker.gpu_enabled()), ErrorKind::kGpu, s.source.record);
+      digest_record(checker, reader, OnDevice{s.dtype, ErrorKind::kGpu, s.source.record});
       if (read_anyway) report.bytes += s.nbytes;
     }
+    checker.finish_device();
   } catch (Error& e) {
     e.in_file(path.string());
     throw;

@@ -58,13 +58,18 @@ void compare_tensors(const Checkpoint& intended, const Checkpoint& back, const S
 }
 
 VerifyReport verify_written_file(const std::filesystem::path& path, const Checkpoint& intended,
-                                 const SaveResult& written, const VerifyOptions& options) {
+                                 const SaveResult& written, const VerifyOptions& options, bool inject_gpu_fault) {
   const auto start = std::chrono::steady_clock::now();
   VerifyReport report;
   report.written = true;
   uint64_t total = 0;
   for (const SaveResult::Record& r : written.records) total += r.size;
-  ReadBack readback(path.string(), options.gpu, options.progress, total);
+  ReadBack readback(path.string(), options.gpu, options.progress, total, inject_gpu_fault);
+  // Each storage record is loaded on the device as its dtype.
+  std::unordered_map<std::string, DType> storage_dtypes;
+  for (const WrittenStorage& s : written.storages) {
+    storage_dtypes.emplace(s.record, impl_of(intended).storages[s.storage].output_dtype());
+  }
   try {
     auto file = InputFile::open(path);
     ZipReader zip(file);
@@ -87,10 +92,11 @@ VerifyReport verify_written_file(const std::filesystem::path& path, const Checkp
 
       // The bytes, read back through the page cache (and the GPU), unless the
       // writer already did that for this record as soon as it was complete.
-      const bool is_storage = r.name.find("/data/") != std::string::npos;
+      const auto storage = storage_dtypes.find(r.name);
+      const bool is_storage = storage != storage_dtypes.end();
       if (!r.read_back) {
         readback.check(r.name, r.data_offset, r.size, r.crc32, r.has_hash ? std::optional(r.hash) : std::nullopt,
-                       /*through_gpu=*/is_storage);
+                       is_storage ? std::optional(storage->second) : std::nullopt);
       }
       ++report.records;
       ++report.records_crc_checked;
@@ -103,9 +109,9 @@ VerifyReport verify_written_file(const std::filesystem::path& path, const Checkp
     reopen.limits = intended.read_limits();
     const Checkpoint back = reparse(path, reopen);
     compare_tensors(intended, back, written, report);
+    readback.finish_device();
     report.gpu = readback.gpu();
-    report.gpu.bytes += written.readback_gpu.bytes;
-    report.gpu.seconds += written.readback_gpu.seconds;
+    report.gpu.add(written.readback_gpu);
   } catch (Error& e) {
     if (e.kind() == ErrorKind::kVerification || e.kind() == ErrorKind::kGpu) throw;
     // Anything else the reader says about our own output is a verification failure.
@@ -120,9 +126,9 @@ VerifyReport verify_written_file(const std::filesystem::path& path, const Checkp
 }  // namespace
 
 VerifyReport verify_written(const std::filesystem::path& path, const Checkpoint& intended, const SaveResult& written,
-                            const VerifyOptions& options) {
+                            const VerifyOptions& options, bool inject_gpu_fault) {
   // Errors are about the file being written: save() names it (not its temporary name).
-  return error_boundary(path.string(), [&] { return verify_written_file(path, intended, written, options); }, false);
+  return error_boundary(path.string(), [&] { return verify_written_file(path, intended, written, options, inject_gpu_fault); }, false);
 }
 
 }  // namespace ckptfix

@@ -15,8 +15,9 @@ namespace ckptfix {
 
 /// Checks a written file against what was meant to be written. Throws
 /// Error(kVerification) saying what differed (record, key, expected vs
-/// found), or Error(kGpu) when the GPU round trip is required but cannot run.
+/// found), or Error(kGpu) when the GPU load test is required but cannot run.
+/// `inject_gpu_fault`: the test-only fault of the load test (load_test.h).
 VerifyReport verify_written(const std::filesystem::path& file, const Checkpoint& intended, const SaveResult& written,
-                            const VerifyOptions& options = {});
+                            const VerifyOptions& options = {}, bool inject_gpu_fault = false);
 
 }  // namespace ckptfix

@@ -181,16 +181,21 @@ SaveResult save_verified(const Checkpoint& checkpoint, const std::filesystem::pa
     // writing), unless a test changes the file before the final verification.
     std::unique_ptr<ReadBack> readback;
     if (options.verify && !seams.before_verify) {
-      readback = std::make_unique<ReadBack>(out.temp_path().string(), options.verify_options.gpu);
+      readback = std::make_unique<ReadBack>(out.temp_path().string(), options.verify_options.gpu, ProgressCallback{}, 0,
+                                            seams.corrupt_on_device);
     }
     result = write_checkpoint(checkpoint, sink, options, readback.get());
-    if (readback) result.readback_gpu = readback->gpu();
+    if (readback) {
+      readback->finish_device();  // the device's last results, compared
+      result.readback_gpu = readback->gpu();
+      readback.reset();  // its pinned and device memory, before verification takes its own
+    }
     out.flush();
     if (seams.before_verify) seams.before_verify(out.temp_path(), result);
     if (options.verify) {
       VerifyOptions verify_options = options.verify_options;
       if (!verify_options.progress) verify_options.progress = options.progress;
-      result.verification = verify_written(out.temp_path(), checkpoint, result, verify_options);
+      result.verification = verify_written(out.temp_path(), checkpoint, result, verify_options, seams.corrupt_on_device);
     }
   } catch (Error& e) {
     e.in_file(path.string());

@@ -75,6 +75,8 @@ SaveSeams fault_seams(const std::string& fault) {
     seams.after_tensor = [done](const std::filesystem::path& file, uint64_t offset, uint64_t size) {
       corrupt_first_tensor(file, offset, size, *done);
     };
+  } else if (fault == "corrupt-on-device") {
+    seams.corrupt_on_device = true;
   } else {
     throw Error(ErrorKind::kInvalidArgument, "fault '" + fault + "' is not a known fault");
   }

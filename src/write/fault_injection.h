@@ -11,7 +11,8 @@ namespace ckptfix {
 
 /// "write-fails-after:N": writing fails (Error kIo, "injected fault") once N
 /// bytes are written; "corrupt-before-verify": one byte of the first storage
-/// record of the finished temporary file is flipped before verification.
+/// record of the finished temporary file is flipped before verification;
+/// "corrupt-on-device": the GPU load test changes a byte in device memory.
 /// Throws Error(kInvalidArgument) for anything else.
 SaveSeams fault_seams(const std::string& fault);
 

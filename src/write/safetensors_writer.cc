@@ -536,9 +536,9 @@ double write_file(const CheckpointImpl& impl, FilePlan& file, ByteSink& sink, ui
     if (seams.after_tensor) seams.after_tensor(temp, offset, size);
     const Storage& storage = impl.storages[static_cast<size_t>(impl.tensors[p.tensor].storage)];
     checks.push_back(worker.run([&impl, &storage, readback, where = "tensor '" + p.entry.name + "'", offset, size,
-                                 w = p.written] {
+                                 w = p.written, dtype = p.entry.dtype] {
       try {
-        readback->check(where, offset, size, w.crc, w.hash);
+        readback->check(where, offset, size, w.crc, w.hash, dtype);
       } catch (const Error& e) {
         // The expected CRC-32 came from the input's archive: a mismatch may
         // mean the input itself is damaged, which is a different message.
@@ -599,11 +599,15 @@ SafetensorsResult write_verified(const Checkpoint& checkpoint, const std::filesy
       outs.push_back(std::make_unique<AtomicFile>(file.path, options.overwrite));
       AtomicFile& out = *outs.back();
       std::unique_ptr<ReadBack> readback;
-      if (options.verify) readback = std::make_unique<ReadBack>(out.temp_path().string(), options.verify_options.gpu);
+      if (options.verify) {
+        readback = std::make_unique<ReadBack>(out.temp_path().string(), options.verify_options.gpu, ProgressCallback{}, 0,
+                                              seams.corrupt_on_device);
+      }
       const double waited = write_file(impl_of(checkpoint), file, out.sink(), done, plan.total_bytes,
                                        options.progress, readback.get(), out.temp_path(), seams);
       out.flush();
       result.bytes += out.sink().position();
+      if (readback) readback->finish_device();  // the device's last results, compared
       if (options.verify) {
         VerifyOptions verify_options = options.verify_options;
         if (!verify_options.progress) verify_options.progress = options.progress;

@@ -23,6 +23,9 @@ struct SaveSeams {
   /// safetensors: runs on the temporary file after each tensor is written,
   /// before it is read back ([offset, offset + size) are its bytes).
   std::function<void(const std::filesystem::path& temp, uint64_t offset, uint64_t size)> after_tensor;
+  /// The GPU load test changes one byte in device memory after each upload
+  /// (load_test.h): verification must fail naming a tensor.
+  bool corrupt_on_device = false;
 };
 
 SaveResult save_with_seams(const Checkpoint& checkpoint, const std::filesystem::path& path, const SaveOptions& options,

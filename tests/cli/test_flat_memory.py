@@ -7,7 +7,7 @@ Two checkpoints of the same size (256 MiB of fp32), written by the judge's
 torch: 64 records and 2048 records. Each is read once front to back before
 every command (`cat`: how a downloaded or copied file sits in the page cache,
 in large folios on current kernels), then inspect, verify, strip-prefix and
-convert to safetensors run on it (GPU round trip off: a CUDA context would
+convert to safetensors run on it (GPU load test off: a CUDA context would
 count in RSS). The peak RSS of each run (wait4's, what /usr/bin/time and
 container limits see) must not grow with the record count (at most 16 MiB
 more for 2048 records than for 64) and stays under 64 MiB.

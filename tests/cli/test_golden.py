@@ -9,7 +9,7 @@ Each file tests/cli/golden/*.test is one case, directives in '#' lines:
     # Free text: what the case is about (any '#' line that is no directive).
     # MAKE: GENERATOR ARGS...    build an input in %t before the run (see GENERATORS)
     # ENV: NAME=VALUE            set in ckptfix's environment
-    # REQUIRES: no-gpu           skip unless the GPU round trip cannot run here
+    # REQUIRES: no-gpu           skip unless the GPU load test cannot run here
     # RUN: ckptfix ARGS...       the command (split as a shell would; no shell runs);
     #                            `ckptfix-fault-injection ARGS...` runs the test-only build that
     #                            reads CKPTFIX_TEST_FAULT (docs/testing.md, "Fault injection")
@@ -22,7 +22,7 @@ Each file tests/cli/golden/*.test is one case, directives in '#' lines:
 Placeholders, in every directive: %t (a fresh empty directory, also the
 command's working directory), %fixtures (the repository's fixtures/), %s
 (the case file), %S (the golden/ directory), %{gpu_reason} (why the GPU
-round trip cannot run on this machine, as `verify --json` reports it).
+load test cannot run on this machine, as `verify --json` reports it).
 
 KIND is checked where ckptfix reports it: the command is run again with
 --json after its name, and every failed input of the report must have that
@@ -215,7 +215,7 @@ _gpu_reason = None
 
 
 def gpu_reason():
-    """Why the GPU round trip cannot run here, or None when it can."""
+    """Why the GPU load test cannot run here, or None when it can."""
     global _gpu_reason
     if _gpu_reason is None:
         tmp = cs.TempDir()
@@ -243,7 +243,7 @@ class GoldenTest(cs.CliTestCase):
     def substitutions(self, case, tmp):
         subs = {'%t': tmp, '%fixtures': cs.FIXTURES, '%s': case.path, '%S': GOLDEN}
         if 'no-gpu' in case.all('REQUIRES') or '%{gpu_reason}' in ''.join(t for _, t in case.directives):
-            subs['%{gpu_reason}'] = gpu_reason() or '(the GPU round trip runs here)'
+            subs['%{gpu_reason}'] = gpu_reason() or '(the GPU load test runs here)'
         return subs
 
     @staticmethod
@@ -266,7 +266,7 @@ class GoldenTest(cs.CliTestCase):
             if req != 'no-gpu':
                 raise AssertionError(f'{path}: unknown REQUIRES {req!r}')
             if gpu_reason() is None:
-                self.skipTest('the GPU round trip runs on this machine')
+                self.skipTest('the GPU load test runs on this machine')
         tmp = cs.TempDir(prefix='ckptfix-golden-')
         self.addCleanup(tmp.cleanup)
         subs = self.substitutions(case, tmp.path)

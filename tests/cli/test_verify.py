@@ -1,6 +1,6 @@
 #!/usr/bin/python3
 """Verification: `ckptfix verify`, the verification of every write, the GPU
-round trip's no-device path, and fault injection proving that no partial or
+load test's no-device path (and, with a device, its fault caught), and fault injection proving that no partial or
 unverified output ever appears and that inputs are left untouched.
 
 Faults are injected by the test-only build of the CLI,
@@ -76,7 +76,7 @@ class Verify(unittest.TestCase):
                 gpu = doc["verification"]["gpu"]
                 self.assertIn(gpu["status"], ("ok", "skipped"))
                 if gpu["status"] == "skipped":
-                    self.assertTrue(gpu["reason"], "a skipped GPU round trip says why")
+                    self.assertTrue(gpu["reason"], "a skipped GPU load test says why")
                 if entry["format"] == "zip":
                     self.assertEqual(doc["verification"]["records_crc_checked"], doc["verification"]["records"])
 
@@ -200,7 +200,7 @@ class Verify(unittest.TestCase):
         if gpu["status"] == "skipped":
             # No usable GPU here: require must fail cleanly and write nothing.
             proc = support.run("verify", "--gpu", "require", support.fixture("cuda0.pt"), check=1)
-            self.assertIn("GPU round trip required but it cannot run", proc.stderr)
+            self.assertIn("GPU load test required but it cannot run", proc.stderr)
             out = os.path.join(self.tmp, "out.pt")
             proc = support.run("convert", "--gpu", "require", support.fixture("cuda0.pt"), "-o", out, check=1)
             self.assertIn(gpu["reason"], proc.stderr)
@@ -208,7 +208,17 @@ class Verify(unittest.TestCase):
         else:
             self.assertEqual(gpu["status"], "ok")
             self.assertGreater(gpu["bytes"], 0)
+            self.assertGreater(gpu["tensors"], 0)
+            self.assertGreater(gpu["gb_per_s"], 0)
+            self.assertEqual((gpu["nan"], gpu["inf"]), (0, 0))
         support.run("verify", "--gpu", "sometimes", support.fixture("cuda0.pt"), check=2)
+
+
+def gpu_skip_reason():
+    """Why the GPU load test cannot run here ('' when it can)."""
+    proc = support.run("verify", "--json", support.fixture("cuda0.pt"), check=0)
+    gpu = json.loads(proc.stdout)["inputs"][0]["verification"]["gpu"]
+    return "" if gpu["status"] == "ok" else gpu.get("reason", gpu["status"])
 
 
 class VerifiedWrites(unittest.TestCase):
@@ -237,7 +247,7 @@ class VerifiedWrites(unittest.TestCase):
                 self.assertGreater(v["tensors"], 0)
                 self.assertIn(v["gpu"]["status"], ("ok", "skipped"))
                 self.assertRegex(proc.stderr, r"out\.pt: verified: read back \d+ records \(CRC-32 and XXH3 as written\), "
-                                              r"\d+ tensors as intended; GPU round trip (ok|skipped: .+)")
+                                              r"\d+ tensors as intended; GPU load test (ok|skipped: .+)")
                 torch_compare.load_with_locations(out)  # and torch reads it
 
     def test_no_verify_says_so(self):
@@ -250,6 +260,26 @@ class VerifiedWrites(unittest.TestCase):
     def run_with_fault(self, fault, *args):
         env = dict(os.environ, CKPTFIX_TEST_FAULT=fault)
         return subprocess.run([FAULT_INJECTION, *args], capture_output=True, text=True, env=env)
+
+    def test_a_byte_changed_on_the_device_fails_the_write(self):
+        # The test-only fault changes one byte in GPU memory after each upload
+        # of the load test: the write must fail naming a storage, leave nothing.
+        reason = gpu_skip_reason()
+        if reason:
+            self.skipTest("GPU test skipped: " + reason)
+        for target in ("out.pt", "out.safetensors"):
+            with self.subTest(target=target):
+                out = os.path.join(self.tmp, target)
+                proc = self.run_with_fault("corrupt-on-device", "convert", "--gpu", "require", self.src, "-o", out)
+                self.assertEqual(proc.returncode, 1, proc.stderr)
+                self.assertRegex(proc.stderr, r"differ from the bytes read on the CPU \(device checksum")
+                self.assert_nothing_new()
+        # Without the fault the same writes pass the load test.
+        out = os.path.join(self.tmp, "out.pt")
+        proc = self.run_with_fault("write-fails-after:100000000000", "convert", "--gpu", "require", self.src, "-o",
+                                   out)
+        self.assertEqual(proc.returncode, 0, proc.stderr)
+        self.assertRegex(proc.stderr, r"GPU load test ok on .+: \d+ storages")
 
     def test_the_production_binary_injects_no_fault(self):
         out = os.path.join(self.tmp, "out.pt")

@@ -429,7 +429,7 @@ class LargeNumpyTest(unittest.TestCase):
                 array = np.random.default_rng(1).standard_normal(16 << 20).astype(np.float32)
                 src = self.save(f"big-p{protocol}.pt", {"array": array}, protocol)
                 out = os.path.join(self.tmp, f"big-out-p{protocol}.pt")
-                # --gpu off: the GPU round trip's CUDA context (~110 MiB) would count in RSS.
+                # --gpu off: the GPU load test's CUDA context (~110 MiB) would count in RSS.
                 code, stderr, peak = peak_rss_mib("weights-only", "--gpu", "off", src, "-o", out)
                 self.assertEqual(code, 0, stderr)
                 # Under AddressSanitizer (CI's second build) RSS holds its shadow

@@ -79,8 +79,8 @@ TEST_F(VerifyTest, NoDevicePathIsReportedNotFaked) {
   EXPECT_EQ(report.gpu.reason, status.reason);
   EXPECT_EQ(report.gpu.bytes, 0u);
   expect_error([] { verify_file(test::fixture_path("cuda0.pt"), {GpuMode::kRequire}); }, ErrorKind::kGpu,
-               "GPU round trip required but it cannot run");
-  expect_error([] { GpuRoundTrip roundtrip(1024); }, ErrorKind::kGpu, status.reason);
+               "GPU load test required but it cannot run");
+  expect_error([] { open_cuda_load_test(1024, false); }, ErrorKind::kGpu, status.reason);
 }
 
 }  // namespace

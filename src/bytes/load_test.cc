@@ -1,0 +1,243 @@
+#include "bytes/load_test.h"
+
+#include <algorithm>
+#include <cstring>
+#include <utility>
+
+#include "ckptfix/error.h"
+
+namespace ckptfix {
+
+FloatCoding float_coding(DType dtype) {
+  switch (dtype) {
+    case DType::kFloat16: return FloatCoding::kFloat16;
+    case DType::kBFloat16: return FloatCoding::kBFloat16;
+    case DType::kFloat32: return FloatCoding::kFloat32;
+    case DType::kFloat64: return FloatCoding::kFloat64;
+    case DType::kFloat8E4M3Fn: return FloatCoding::kFloat8E4M3Fn;
+    case DType::kFloat8E5M2: return FloatCoding::kFloat8E5M2;
+    case DType::kFloat8E4M3Fnuz:
+    case DType::kFloat8E5M2Fnuz: return FloatCoding::kFloat8Fnuz;
+    case DType::kFloat8E8M0Fnu: return FloatCoding::kFloat8E8M0;
+    default: return FloatCoding::kNone;  // integers, complex, quantized, bits: bytes only
+  }
+}
+
+namespace {
+
+uint32_t load_word(const std::byte* p) {
+  uint32_t w;
+  std::memcpy(&w, p, 4);
+  return w;  // little-endian hosts only (as the whole project)
+}
+
+uint64_t load_element(const std::byte* p, uint32_t size) {
+  uint64_t bits = 0;
+  std::memcpy(&bits, p, size);
+  return bits;
+}
+
+// Whole words at `p` (n of them), the first being word `index`.
+void add_words(LoadCheck& c, const std::byte* p, size_t n, uint64_t index) {
+  uint64_t sum = 0, weighted = 0;
+  for (size_t i = 0; i < n; ++i) {
+    const uint64_t w = load_word(p + 4 * i);
+    sum += w;
+    weighted += (index + i + 1) * w;
+  }
+  c.sum += sum;
+  c.weighted += weighted;
+}
+
+// What a device does with one item, done on the CPU.
+void check_item(const std::byte* slot, const LoadItem& item, LoadCheck& out) {
+  const std::byte* p = slot + item.offset;
+  const size_t whole = item.size / 4;
+  add_words(out, p, whole, item.first_word);
+  if (item.size % 4 != 0) {
+    uint32_t last = 0;
+    std::memcpy(&last, p + 4 * whole, item.size % 4);
+    add_word(out, item.first_word + whole, last);
+  }
+  const uint32_t size = coding_size(item.coding);
+  if (size == 0) return;
+  for (uint64_t at = 0; at + size <= item.size; at += size) add_element(out, item.coding, load_element(p + at, size));
+}
+
+class HostLoadTest final : public LoadTestDevice {
+ public:
+  HostLoadTest(size_t slot_bytes, bool inject_fault) : inject_fault_(inject_fault) {
+    for (int s = 0; s < 2; ++s) staging_[s].resize(slot_bytes), device_[s].resize(slot_bytes);
+  }
+  std::byte* staging(int slot) override { return staging_[slot].data(); }
+  void launch(int slot, const std::vector<LoadItem>& items, uint32_t results) override {
+    uint64_t end = 0;
+    for (const LoadItem& item : items) end = std::max(end, item.offset + item.size);
+    std::memcpy(device_[slot].data(), staging_[slot].data(), end);  // the "upload"
+    if (inject_fault_) {
+      for (const LoadItem& item : items) {
+        if (item.size == 0) continue;
+        device_[slot][item.offset] ^= std::byte{0xFF};
+        break;
+      }
+    }
+    results_[slot].assign(results, LoadCheck{});
+    for (const LoadItem& item : items) check_item(device_[slot].data(), item, results_[slot][item.result]);
+  }
+  std::vector<LoadCheck> wait(int slot) override { return std::move(results_[slot]); }
+  double seconds() const override { return 0; }
+
+ private:
+  bool inject_fault_;
+  std::vector<std::byte> staging_[2], device_[2];
+  std::vector<LoadCheck> results_[2];
+};
+
+constexpr uint64_t align16(uint64_t v) { return (v + 15) & ~uint64_t{15}; }
+
+}  // namespace
+
+std::unique_ptr<LoadTestDevice> host_load_test(size_t slot_bytes, bool inject_fault) {
+  return std::make_unique<HostLoadTest>(slot_bytes, inject_fault);
+}
+
+void WordChecksum::update(std::span<const std::byte> bytes) {
+  size_t at = 0;
+  // Complete the word in progress first.
+  while (carried_ != 0 && at < bytes.size()) {
+    carry_ |= static_cast<uint32_t>(bytes[at++]) << (8 * carried_);
+    if (++carried_ == 4) add_word(check_, words_++, carry_), carry_ = 0, carried_ = 0;
+  }
+  const size_t whole = (bytes.size() - at) / 4;
+  add_words(check_, bytes.data() + at, whole, words_);
+  words_ += whole;
+  at += 4 * whole;
+  for (; at < bytes.size(); ++at) carry_ |= static_cast<uint32_t>(bytes[at]) << (8 * carried_++);
+}
+
+LoadCheck WordChecksum::finish() {
+  if (carried_ != 0) add_word(check_, words_++, carry_);
+  const LoadCheck out = check_;
+  *this = WordChecksum();
+  return out;
+}
+
+LoadTest::LoadTest(std::unique_ptr<LoadTestDevice> device, size_t slot_bytes)
+    : device_(std::move(device)), slot_bytes_(slot_bytes) {
+  if (slot_bytes < 64 || slot_bytes % 16 != 0) throw Error(ErrorKind::kInternal, "LoadTest: slots of 64 bytes at least, in 16s");
+}
+
+LoadTest::~LoadTest() = default;  // the device waits for its own work
+
+void LoadTest::begin(FloatCoding coding) {
+  if (in_storage_) throw Error(ErrorKind::kInternal, "LoadTest::begin inside a storage");
+  in_storage_ = true;
+  coding_ = coding;
+  done_ = 0;
+  result_in_slot_ = -1;
+  open_.push_back(Open{});
+}
+
+void LoadTest::make_room() {
+  const Slot& s = slots_[current_];
+  if (align16(s.fill) + 16 > slot_bytes_ || s.items.size() >= kMaxItems || s.tickets.size() >= kMaxItems) launch_current();
+}
+
+void LoadTest::add(std::span<const std::byte> bytes) {
+  while (!bytes.empty()) {
+    if (result_in_slot_ < 0) {  // a new part of this storage, in the current slot
+      make_room();
+      Slot& s = slots_[current_];
+      s.fill = align16(s.fill);
+      result_in_slot_ = static_cast<int64_t>(s.tickets.size());
+      s.tickets.push_back(ticket_);
+      ++open_.back().parts;
+      s.items.push_back({s.fill, done_ / 4, 0, static_cast<uint32_t>(result_in_slot_), coding_});
+    }
+    Slot& s = slots_[current_];
+    if (s.items.back().size == kItemBytes) {  // the next item of the same part
+      if (s.items.size() >= kMaxItems) {
+        close_part();
+        continue;
+      }
+      s.items.push_back({s.fill, done_ / 4, 0, static_cast<uint32_t>(result_in_slot_), coding_});
+    }
+    LoadItem& item = s.items.back();
+    const uint64_t room = std::min<uint64_t>(slot_bytes_ - s.fill, kItemBytes - item.size);
+    if (room == 0) {  // the slot is full
+      close_part();
+      continue;
+    }
+    const uint64_t take = std::min<uint64_t>(bytes.size(), room);
+    std::memcpy(device_->staging(current_) + s.fill, bytes.data(), take);
+    s.fill += take;
+    item.size += static_cast<uint32_t>(take);
+    done_ += take;
+    bytes = bytes.subspan(take);
+  }
+}
+
+void LoadTest::close_part() {
+  // A part that ends before its storage does must end at an 8-byte multiple
+  // of the storage, so the next part starts on a whole word and a whole
+  // element. It does: a part starts at such a multiple and at a 16-byte
+  // aligned place in the slot, and ends at the slot's end (a multiple of 16)
+  // or after whole items (multiples of 16).
+  if (done_ % 8 != 0) throw Error(ErrorKind::kInternal, "GPU load test: a storage split inside a word");
+  launch_current();
+}
+
+uint64_t LoadTest::end() {
+  if (!in_storage_) throw Error(ErrorKind::kInternal, "LoadTest::end outside a storage");
+  in_storage_ = false;
+  open_.back().bytes = done_;
+  open_.back().ended = true;
+  result_in_slot_ = -1;
+  collect_finished();
+  return ticket_++;
+}
+
+void LoadTest::launch_current() {
+  Slot& s = slots_[current_];
+  if (!s.items.empty()) {
+    device_->launch(current_, s.items, static_cast<uint32_t>(s.tickets.size()));
+    s.in_flight = true;
+  }
+  result_in_slot_ = -1;
+  current_ ^= 1;
+  if (slots_[current_].in_flight) collect(current_);
+}
+
+void LoadTest::collect(int slot) {
+  Slot& s = slots_[slot];
+  const std::vector<LoadCheck> results = device_->wait(slot);
+  if (results.size() != s.tickets.size()) throw Error(ErrorKind::kInternal, "the device returned the wrong number of results");
+  for (size_t i = 0; i < results.size(); ++i) {
+    Open& o = open_[s.tickets[i] - first_open_];
+    o.device.add(results[i]);
+    --o.parts;
+  }
+  s = Slot{};
+  collect_finished();
+}
+
+void LoadTest::collect_finished() {
+  while (!open_.empty() && open_.front().ended && open_.front().parts == 0) {
+    ready_.push_back({first_open_, open_.front().bytes, open_.front().device});
+    open_.pop_front();
+    ++first_open_;
+  }
+}
+
+std::vector<LoadTest::Result> LoadTest::results(bool wait) {
+  if (wait) {
+    if (in_storage_) throw Error(ErrorKind::kInternal, "LoadTest::results inside a storage");
+    launch_current();
+    for (int slot = 0; slot < 2; ++slot) {
+      if (slots_[slot].in_flight) collect(slot);
+    }
+  }
+  return std::exchange(ready_, {});
+}
+
+}  // namespace ckptfix

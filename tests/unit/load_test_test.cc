@@ -1,0 +1,252 @@
+// The GPU load test (src/bytes/load_test.h): its checks agree with the CPU
+// statistics, its staging packs and splits storages without losing or
+// moving a byte, a changed byte on the device is caught and named. All of
+// it runs on the host device here; the same tests run on the CUDA device
+// where one is usable and skip with the reason otherwise.
+#include <gtest/gtest.h>
+
+#include <cstring>
+#include <filesystem>
+#include <limits>
+#include <random>
+#include <vector>
+
+#include "ckptfix/checkpoint.h"
+#include "ckptfix/error.h"
+#include "ckptfix/save.h"
+#include "ckptfix/stats.h"
+#include "bytes/byte_checker.h"
+#include "bytes/gpu.h"
+#include "bytes/load_test.h"
+#include "stats/stats_kernels.h"
+#include "test_support.h"
+#include "write/fault_injection.h"
+#include "write/save_seams.h"
+
+namespace ckptfix {
+namespace {
+
+namespace fs = std::filesystem;
+using test::expect_error;
+
+const DType kFloats[] = {DType::kFloat16,       DType::kBFloat16,       DType::kFloat32,
+                         DType::kFloat64,       DType::kFloat8E4M3Fn,   DType::kFloat8E5M2,
+                         DType::kFloat8E4M3Fnuz, DType::kFloat8E5M2Fnuz, DType::kFloat8E8M0Fnu};
+
+// The counts of one element, as the load test and as inspect --stats see it.
+void expect_same_class(DType dtype, uint64_t bits) {
+  const uint32_t size = element_size(dtype);
+  std::byte bytes[8];
+  std::memcpy(bytes, &bits, size);
+  const BlockStats stats = block_stats(dtype, bytes, 1);
+  LoadCheck check;
+  add_element(check, float_coding(dtype), bits);
+  ASSERT_EQ(check.nan, stats.nan) << dtype_name(dtype) << " bits " << bits;
+  ASSERT_EQ(check.posinf, stats.posinf) << dtype_name(dtype) << " bits " << bits;
+  ASSERT_EQ(check.neginf, stats.neginf) << dtype_name(dtype) << " bits " << bits;
+}
+
+TEST(LoadCheckTest, NanAndInfAsTheStatisticsCountThem) {
+  for (DType dtype : kFloats) {
+    ASSERT_EQ(coding_size(float_coding(dtype)), element_size(dtype)) << dtype_name(dtype);
+    if (element_size(dtype) <= 2) {  // every value
+      for (uint64_t bits = 0; bits < (uint64_t{1} << (8 * element_size(dtype))); ++bits) expect_same_class(dtype, bits);
+    }
+  }
+  std::mt19937_64 random(7);
+  for (int i = 0; i < 200000; ++i) {
+    const uint64_t bits = random();
+    // Every exponent and sign, with random and with zero mantissas.
+    expect_same_class(DType::kFloat32, bits & 0xFFFFFFFF);
+    expect_same_class(DType::kFloat32, bits & 0xFF800000);
+    expect_same_class(DType::kFloat64, bits);
+    expect_same_class(DType::kFloat64, bits & 0xFFF0000000000000);
+  }
+  EXPECT_EQ(float_coding(DType::kInt32), FloatCoding::kNone);
+  EXPECT_EQ(float_coding(DType::kComplex64), FloatCoding::kNone);
+}
+
+std::vector<std::byte> random_bytes(std::mt19937_64& random, size_t n) {
+  std::vector<std::byte> out(n);
+  for (std::byte& b : out) b = static_cast<std::byte>(random() & 0xFF);
+  return out;
+}
+
+// Feeds `bytes` in random pieces (including empty ones).
+template <typename F>
+void in_pieces(std::mt19937_64& random, std::span<const std::byte> bytes, F&& add) {
+  for (size_t at = 0; at < bytes.size();) {
+    const size_t n = std::min<size_t>(bytes.size() - at, random() % 3 == 0 ? random() % 9 : random() % 5000);
+    add(bytes.subspan(at, n));
+    at += n;
+  }
+}
+
+TEST(LoadCheckTest, TheChecksumDoesNotDependOnThePieces) {
+  std::mt19937_64 random(11);
+  for (size_t n : {0, 1, 3, 4, 5, 7, 8, 9, 1000, 65537}) {
+    const std::vector<std::byte> bytes = random_bytes(random, n);
+    WordChecksum whole, pieces;
+    whole.update(bytes);
+    in_pieces(random, bytes, [&](std::span<const std::byte> p) { pieces.update(p); });
+    const LoadCheck a = whole.finish(), b = pieces.finish();
+    EXPECT_TRUE(a.same_bytes(b)) << n;
+    // Any one changed byte, and two swapped words, change it.
+    if (n >= 8) {
+      std::vector<std::byte> changed = bytes;
+      changed[random() % n] ^= std::byte{0x10};
+      WordChecksum c;
+      c.update(changed);
+      EXPECT_FALSE(c.finish().same_bytes(a)) << n;
+      std::vector<std::byte> swapped = bytes;
+      std::swap_ranges(swapped.begin(), swapped.begin() + 4, swapped.begin() + 4);
+      WordChecksum s;
+      s.update(swapped);
+      if (std::memcmp(bytes.data(), bytes.data() + 4, 4) != 0) EXPECT_FALSE(s.finish().same_bytes(a)) << n;
+    }
+  }
+}
+
+struct Stored {
+  DType dtype;
+  std::vector<std::byte> bytes;
+};
+
+// Storages of every float dtype and some that are not, sizes from 0 to past
+// an item, some holding NaN and Inf.
+std::vector<Stored> storages(std::mt19937_64& random, int count, size_t max_elements) {
+  const DType others[] = {DType::kInt8, DType::kInt64, DType::kComplex64, DType::kBool, DType::kUntyped};
+  std::vector<Stored> out;
+  for (int i = 0; i < count; ++i) {
+    const DType dtype = random() % 4 == 0 ? others[random() % 5] : kFloats[random() % 9];
+    const size_t elements = random() % 5 == 0 ? 0 : random() % (max_elements + 1);
+    out.push_back({dtype, random_bytes(random, elements * element_size(dtype))});
+  }
+  return out;
+}
+
+// What the statistics count in a storage (the reference of the device's counts).
+BlockStats reference_counts(const Stored& s) {
+  BlockStats total;
+  if (stats_class(s.dtype) != StatsClass::kFloat) return total;
+  const size_t size = element_size(s.dtype), n = s.bytes.size() / size;
+  for (size_t at = 0; at < n; at += kStatsBlock) {
+    merge_block(total, block_stats(s.dtype, s.bytes.data() + at * size, std::min<size_t>(kStatsBlock, n - at)));
+  }
+  return total;
+}
+
+// Every storage through a LoadTest on `device`, in random pieces: the
+// device's result of each must be the CPU's checksum and the statistics'
+// counts, in ticket order.
+void expect_device_reads_every_storage(std::unique_ptr<LoadTestDevice> device, size_t slot_bytes, int count,
+                                       size_t max_elements, uint64_t seed) {
+  std::mt19937_64 random(seed);
+  const std::vector<Stored> all = storages(random, count, max_elements);
+  LoadTest test(std::move(device), slot_bytes);
+  std::vector<LoadTest::Result> results;
+  for (size_t i = 0; i < all.size(); ++i) {
+    test.begin(float_coding(all[i].dtype));
+    in_pieces(random, all[i].bytes, [&](std::span<const std::byte> p) { test.add(p); });
+    ASSERT_EQ(test.end(), i);
+    for (const LoadTest::Result& r : test.results(false)) results.push_back(r);
+  }
+  for (const LoadTest::Result& r : test.results(true)) results.push_back(r);
+  ASSERT_EQ(results.size(), all.size());
+  for (size_t i = 0; i < all.size(); ++i) {
+    const Stored& s = all[i];
+    SCOPED_TRACE("storage " + std::to_string(i) + ": " + std::string(dtype_name(s.dtype)) + ", " +
+                 std::to_string(s.bytes.size()) + " bytes, slots of " + std::to_string(slot_bytes));
+    EXPECT_EQ(results[i].ticket, i);
+    EXPECT_EQ(results[i].bytes, s.bytes.size());
+    WordChecksum cpu;
+    cpu.update(s.bytes);
+    EXPECT_TRUE(results[i].device.same_bytes(cpu.finish()));
+    const BlockStats counts = reference_counts(s);
+    EXPECT_EQ(results[i].device.nan, counts.nan);
+    EXPECT_EQ(results[i].device.posinf, counts.posinf);
+    EXPECT_EQ(results[i].device.neginf, counts.neginf);
+  }
+}
+
+TEST(LoadTestTest, StagingPacksAndSplitsWithoutLosingAByte) {
+  // Slots from the smallest allowed up: storages split across slots at
+  // every phase, several per slot.
+  for (size_t slot : {64, 80, 208, 4096, 1 << 20}) {
+    expect_device_reads_every_storage(host_load_test(slot, false), slot, 300, 300, slot);
+  }
+  // Storages larger than an item and than a slot.
+  expect_device_reads_every_storage(host_load_test(1 << 20, false), 1 << 20, 12, 200000, 3);
+  // More storages than a slot has items for.
+  expect_device_reads_every_storage(host_load_test(1 << 20, false), 1 << 20, 20000, 2, 5);
+}
+
+TEST(LoadTestTest, TheCudaDeviceReadsWhatTheHostDoes) {
+  const GpuStatus& status = gpu_status();
+  if (!status.usable) GTEST_SKIP() << "GPU test skipped: " << status.reason;
+  for (size_t slot : {64, 4096, 1 << 20}) {
+    expect_device_reads_every_storage(open_cuda_load_test(slot, false), slot, 300, 300, slot);
+  }
+  expect_device_reads_every_storage(open_cuda_load_test(LoadTest::kSlotBytes, false), LoadTest::kSlotBytes, 12, 2000000, 3);
+  expect_device_reads_every_storage(open_cuda_load_test(1 << 20, false), 1 << 20, 20000, 2, 5);
+}
+
+// Three storages through a ByteChecker on `device`; the report.
+GpuReport check_three(std::unique_ptr<LoadTestDevice> device, const std::string& name) {
+  GpuReport report;
+  ByteChecker checker(std::move(device), name, report);
+  const float f[] = {1.0f, std::numeric_limits<float>::quiet_NaN(), -std::numeric_limits<float>::infinity(), 2.0f};
+  const int64_t i[] = {1, -1, 0x7FF8000000000000};  // NaN's bits, but integers
+  const std::vector<std::byte> empty;
+  const auto bytes = [](const auto& a) { return std::as_bytes(std::span(a)); };
+  checker.begin(OnDevice{DType::kFloat32, ErrorKind::kVerification, "archive/data/0"});
+  checker.update(bytes(f));
+  checker.finish();
+  checker.digest(sizeof i, [&](std::span<std::byte> out) { std::memcpy(out.data(), i, out.size()); },
+                 OnDevice{DType::kInt64, ErrorKind::kVerification, "archive/data/1"});
+  checker.begin(OnDevice{DType::kFloat16, ErrorKind::kVerification, "archive/data/2"});
+  checker.update(empty);
+  checker.finish();
+  checker.begin(std::nullopt);  // not a storage: not loaded
+  checker.update(bytes(f));
+  checker.finish();
+  checker.finish_device();
+  return report;
+}
+
+TEST(LoadTestTest, TheReportSaysWhatTheDeviceChecked) {
+  const GpuReport report = check_three(host_load_test(LoadTest::kSlotBytes, false), "host");
+  EXPECT_EQ(report.status, GpuReport::Status::kOk);
+  EXPECT_EQ(report.device, "host");
+  EXPECT_EQ(report.tensors, 3u);
+  EXPECT_EQ(report.bytes, 16u + 24u);
+  EXPECT_EQ(report.nan, 1u);
+  EXPECT_EQ(report.inf, 1u);
+}
+
+TEST(LoadTestTest, AByteChangedOnTheDeviceIsCaughtAndNamed) {
+  expect_error([] { check_three(host_load_test(LoadTest::kSlotBytes, true), "host"); }, ErrorKind::kVerification,
+               "archive/data/0: the bytes loaded on host differ from the bytes read on the CPU");
+}
+
+class GpuSaveTest : public test::TempDirTest {};
+
+TEST_F(GpuSaveTest, EveryStorageIsLoadedAndAFaultOnTheDeviceFailsTheWrite) {
+  const GpuStatus& status = gpu_status();
+  if (!status.usable) GTEST_SKIP() << "GPU test skipped: " << status.reason;
+  const Checkpoint ck = Checkpoint::open(test::fixture_path("plain_state_dict.pt"));
+  SaveOptions options;
+  options.verify_options.gpu = GpuMode::kRequire;
+  const SaveResult result = save(ck, dir_ / "out.pt", options);
+  ASSERT_TRUE(result.verification);
+  EXPECT_EQ(result.verification->gpu.status, GpuReport::Status::kOk);
+  EXPECT_EQ(result.verification->gpu.tensors, ck.storages().size());
+  EXPECT_GT(result.verification->gpu.seconds, 0);
+  fs::remove(dir_ / "out.pt");
+  expect_error([&] { save_with_seams(ck, dir_ / "out.pt", options, fault_seams("corrupt-on-device")); },
+               ErrorKind::kVerification, "differ from the bytes read on the CPU");
+  EXPECT_TRUE(fs::is_empty(dir_));
+}
+
+}  // namespace
+}  // namespace ckptfix
