@@ -34,6 +34,7 @@ FloatCoding float_coding(DType dtype);
 /// The checksum of a storage's bytes computed on the CPU as they stream
 /// past, in any pieces: the reference the device's result must equal.
 class WordChecksum {
+  // update() takes 8 words a step with AVX2 where the CPU has it.
  public:
   void update(std::span<const std::byte> bytes);
   LoadCheck finish();  ///< the last partial word zero-padded
@@ -44,6 +45,10 @@ class WordChecksum {
   uint32_t carry_ = 0;       // bytes of the word in progress
   unsigned carried_ = 0;     // how many (0-3)
 };
+
+/// The checksum of `bytes` by the portable loop, one word at a time (what
+/// the vectorized one must equal).
+LoadCheck word_checksum_reference(std::span<const std::byte> bytes);
 
 class LoadTest {
  public:
