@@ -65,7 +65,7 @@ struct GpuReport {
   Status status = Status::kOff;  ///< what happened
   std::string reason;          ///< why it was skipped
   std::string device;          ///< e.g. "NVIDIA H100 80GB HBM3 (cuda:0)"
-  uint64_t tensors = 0;        ///< storages loaded and checked on the device (a shared storage once)
+  uint64_t storages = 0;       ///< storages loaded and checked on the device (every tensor's; a shared one once)
   uint64_t bytes = 0;          ///< their bytes
   uint64_t nan = 0;            ///< NaN elements the device counted in floating storages
   uint64_t inf = 0;            ///< +Inf and -Inf elements likewise

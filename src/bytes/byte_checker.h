@@ -1,8 +1,9 @@
 // Reading bytes once and proving them: CRC-32 and XXH3 of every chunk and,
 // when a CUDA device is usable and wanted, every storage loaded on the
-// device and checked there (the GPU load test, load_test.h). ReadBack is the check of a written file's bytes,
-// the same whether the writer runs it on a record as soon as it is complete
-// or verify_written() on the records left at the end.
+// device and checked there (the GPU load test, load_test.h). ReadBack is
+// the check of a written file's bytes, the same whether the writer runs it
+// on a record as soon as it is complete or verify_written() on the records
+// left at the end.
 #pragma once
 
 #include <cstdint>

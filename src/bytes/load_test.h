@@ -6,9 +6,10 @@
 //
 // LoadTest is the host side and holds all the logic that does not need a
 // device: storages packed into the staging slots (several small ones per
-// slot, a large one split across slots and items at 8-byte multiples of it,
-// so no word or element is ever cut), two slots so the CPU fills one while the device works on
-// the other, and each storage's parts added up as they come back. The
+// slot, a large one split across slots and items at 8-byte multiples of
+// it, so no word or element is ever cut), two slots so the CPU fills one
+// while the device works on the other, and each storage's parts added up
+// as they come back. The
 // device itself is a LoadTestDevice: the CUDA one (gpu_cuda.cu), or the
 // host one below, which does the same work on the CPU so the logic above
 // is tested where there is no GPU.
@@ -32,9 +33,9 @@ namespace ckptfix {
 FloatCoding float_coding(DType dtype);
 
 /// The checksum of a storage's bytes computed on the CPU as they stream
-/// past, in any pieces: the reference the device's result must equal.
+/// past, in any pieces: the reference the device's result must equal
+/// (8 words a step with AVX2 where the CPU has it).
 class WordChecksum {
-  // update() takes 8 words a step with AVX2 where the CPU has it.
  public:
   void update(std::span<const std::byte> bytes);
   LoadCheck finish();  ///< the last partial word zero-padded

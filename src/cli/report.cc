@@ -184,7 +184,7 @@ nlohmann::json gpu_json(const GpuReport& gpu) {
   if (!gpu.reason.empty()) out["reason"] = gpu.reason;
   if (gpu.status == GpuReport::Status::kOk) {
     out["device"] = gpu.device;
-    out["tensors"] = gpu.tensors;
+    out["storages"] = gpu.storages;
     out["bytes"] = gpu.bytes;
     out["nan"] = gpu.nan;
     out["inf"] = gpu.inf;

@@ -41,7 +41,7 @@ GpuReport plan_gpu(GpuMode mode) {
 void require_gpu_if_asked(GpuMode mode) { plan_gpu(mode); }
 
 void GpuReport::add(const GpuReport& other) {
-  tensors += other.tensors;
+  storages += other.storages;
   bytes += other.bytes;
   nan += other.nan;
   inf += other.inf;

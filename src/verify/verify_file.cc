@@ -50,7 +50,7 @@ std::string VerifyReport::summary() const {
     std::snprintf(buf, sizeof buf,
                   "; GPU load test ok on %s: %llu storages (%.1f MiB) loaded and checked on the device in %.3f s "
                   "(%.1f GB/s), %llu NaN, %llu Inf",
-                  gpu.device.c_str(), static_cast<unsigned long long>(gpu.tensors),
+                  gpu.device.c_str(), static_cast<unsigned long long>(gpu.storages),
                   static_cast<double>(gpu.bytes) / (1 << 20), gpu.seconds,
                   gpu.seconds > 0 ? static_cast<double>(gpu.bytes) / gpu.seconds / 1e9 : 0.0,
                   static_cast<unsigned long long>(gpu.nan), static_cast<unsigned long long>(gpu.inf));

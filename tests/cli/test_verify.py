@@ -208,7 +208,7 @@ class Verify(unittest.TestCase):
         else:
             self.assertEqual(gpu["status"], "ok")
             self.assertGreater(gpu["bytes"], 0)
-            self.assertGreater(gpu["tensors"], 0)
+            self.assertGreater(gpu["storages"], 0)
             self.assertGreater(gpu["gb_per_s"], 0)
             self.assertEqual((gpu["nan"], gpu["inf"]), (0, 0))
         support.run("verify", "--gpu", "sometimes", support.fixture("cuda0.pt"), check=2)
