@@ -11,6 +11,11 @@
 #   trixie   a Debian trixie root: torch 2.6, numpy 2.2, safetensors, omegaconf
 #   sid      a Debian sid root: the newest torch 2.x, plus g++, CMake and
 #            libtorch-dev, so that the whole project also builds there
+#   models   a Debian sid root with torchvision and transformers, for
+#            bench/real_models.py (real architectures saved whole; made
+#            only when asked: `provision models`, about 2 GB)
+#   models-trixie  the same with trixie's torch 2.6 (torchvision only:
+#            trixie has no transformers)
 #
 # The roots live under $CKPTFIX_JUDGE_ROOTS (default /var/cache/ckptfix/judges):
 # the one setting the tests read to find them. Each is made once by mmdebstrap
@@ -29,6 +34,8 @@ MIRROR="${CKPTFIX_DEBIAN_MIRROR:-http://deb.debian.org/debian}"
 # What every root needs to judge: torch and its friends, and the shared
 # libraries a ckptfix built on the host loads.
 JUDGE_PACKAGES="python3-torch,python3-numpy,python3-safetensors,python3-omegaconf,libdeflate0,libxxhash0,zlib1g,mount,util-linux"
+# Real architectures (bench/real_models.py): Debian's torchvision and transformers.
+MODEL_PACKAGES="python3-torchvision,python3-transformers"
 # sid also builds and tests the whole project (newest g++, CMake, LibTorch).
 BUILD_PACKAGES="g++,cmake,ninja-build,pkg-config,git,time,libcli11-dev,nlohmann-json3-dev,zlib1g-dev,libdeflate-dev,libxxhash-dev,libgtest-dev,libgmock-dev,libbenchmark-dev,libtorch-dev"
 
@@ -39,7 +46,18 @@ packages_of() {
   case "$1" in
     trixie) echo "$JUDGE_PACKAGES" ;;
     sid) echo "$JUDGE_PACKAGES,$BUILD_PACKAGES" ;;
-    *) echo "judges.sh: unknown judge '$1' (local, trixie, sid)" >&2; exit 2 ;;
+    models) echo "$JUDGE_PACKAGES,$MODEL_PACKAGES" ;;
+    models-trixie) echo "$JUDGE_PACKAGES,python3-torchvision" ;;
+    *) echo "judges.sh: unknown judge '$1' (local, trixie, sid, models, models-trixie)" >&2; exit 2 ;;
+  esac
+}
+
+# The Debian suite a judge's root is made from.
+suite_of() {
+  case "$1" in
+    models) echo sid ;;
+    models-trixie) echo trixie ;;
+    *) echo "$1" ;;
   esac
 }
 
@@ -63,7 +81,7 @@ provision_one() {
   # One retry: a mirror push in the middle of a download fails it once.
   for attempt in 1 2; do
     if $SUDO mmdebstrap --quiet --variant=apt --aptopt='Acquire::Check-Valid-Until "false"' \
-        --include="$pkgs" "$name" "$dir.new" "$MIRROR"; then
+        --include="$pkgs" "$(suite_of "$name")" "$dir.new" "$MIRROR"; then
       break
     fi
     $SUDO rm -rf "$dir.new"
