@@ -2,7 +2,9 @@
 // counts, exact min/max/absmax, and the block's float64 sum in the fixed
 // lane order of include/ckptfix/stats.h. float32 has an AVX2 kernel chosen
 // at run time; both give the scalar reference's numbers exactly (the lanes
-// are the same additions in the same order).
+// are the same additions in the same order). Narrower floats are widened to
+// float32 exactly (bfloat16 by a shift, float16 by F16C where the CPU has
+// it, 8-bit floats by a table) and go through the float32 kernel.
 #pragma once
 
 #include <cstddef>
@@ -35,6 +37,11 @@ BlockStats block_stats(DType dtype, const std::byte* data, size_t count);
 
 /// The scalar reference of float32 blocks (what the AVX2 kernel must equal, sum bits included).
 BlockStats f32_block_reference(const float* data, size_t count);
+
+/// The reference of the narrow float dtypes (float16, bfloat16, the float8
+/// types): each element widened by the exact scalar decoder, then the
+/// scalar float32 reference (what their faster widening must equal).
+BlockStats narrow_block_reference(DType dtype, const std::byte* data, size_t count);
 
 /// Adds `b` (the next block, in order) into `total`.
 void merge_block(BlockStats& total, const BlockStats& b);
