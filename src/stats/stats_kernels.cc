@@ -7,6 +7,7 @@
 #include <array>
 #include <cmath>
 #include <cstring>
+#include <type_traits>
 
 #include "ckptfix/stats.h"
 #include "dtype_kernels/convert.h"
@@ -231,6 +232,48 @@ BlockStats unsigned_block(const std::byte* p, size_t n) {
   return s;
 }
 
+
+// Integers narrower than 64 bits. Each lane adds at most kStatsBlock / 8
+// values below 2^32 in magnitude, so every partial float64 sum of the lane
+// order is an integer below 2^53: exact. Summing the lanes as integers
+// (which vectorizes) therefore gives the same doubles as the reference's
+// float64 additions; min and max do not depend on the order.
+template <typename T>
+BlockStats narrow_int_block(const std::byte* p, size_t n) {
+  static_assert(sizeof(T) <= 4 && kStatsBlock / 8 <= (uint64_t{1} << 21), "lane sums must stay below 2^53");
+  BlockStats s;
+  s.finite = n;
+  if (n == 0) return s;
+  int64_t lanes[8] = {};
+  T lo = load<T>(p, 0), hi = lo;
+  size_t j = 0;
+  for (; j + 8 <= n; j += 8) {
+    for (size_t k = 0; k < 8; ++k) {
+      const T v = load<T>(p, j + k);
+      lanes[k] += v;
+      lo = std::min(lo, v);
+      hi = std::max(hi, v);
+    }
+  }
+  for (; j < n; ++j) {
+    const T v = load<T>(p, j);
+    lanes[j % 8] += v;
+    lo = std::min(lo, v);
+    hi = std::max(hi, v);
+  }
+  double sums[8];
+  for (size_t k = 0; k < 8; ++k) sums[k] = static_cast<double>(lanes[k]);
+  s.sum = combine(sums);
+  const auto magnitude = [](int64_t v) { return v < 0 ? uint64_t{0} - static_cast<uint64_t>(v) : static_cast<uint64_t>(v); };
+  if constexpr (std::is_signed_v<T>) {
+    s.imin = lo, s.imax = hi;
+    s.uabsmax = std::max(magnitude(lo), magnitude(hi));
+  } else {
+    s.umin = lo, s.umax = hi, s.uabsmax = hi;
+  }
+  return s;
+}
+
 }  // namespace
 
 StatsClass stats_class(DType dtype) {
@@ -272,20 +315,35 @@ BlockStats block_stats(DType dtype, const std::byte* p, size_t n) {
     case DType::kFloat8E4M3Fnuz: return byte_table_block(p, n, [](uint8_t b) { return fnuz_to_float(b, 4, 8); });
     case DType::kFloat8E5M2Fnuz: return byte_table_block(p, n, [](uint8_t b) { return fnuz_to_float(b, 5, 16); });
     case DType::kFloat8E8M0Fnu: return byte_table_block(p, n, [](uint8_t b) { return e8m0_to_float(b); });
-    case DType::kInt8: return signed_block<int8_t>(p, n);
-    case DType::kInt16: return signed_block<int16_t>(p, n);
-    case DType::kInt32: return signed_block<int32_t>(p, n);
+    case DType::kInt8: return narrow_int_block<int8_t>(p, n);
+    case DType::kInt16: return narrow_int_block<int16_t>(p, n);
+    case DType::kInt32: return narrow_int_block<int32_t>(p, n);
     case DType::kInt64: return signed_block<int64_t>(p, n);
     case DType::kUInt8:
-    case DType::kBool: return unsigned_block<uint8_t>(p, n);
-    case DType::kUInt16: return unsigned_block<uint16_t>(p, n);
-    case DType::kUInt32: return unsigned_block<uint32_t>(p, n);
+    case DType::kBool: return narrow_int_block<uint8_t>(p, n);
+    case DType::kUInt16: return narrow_int_block<uint16_t>(p, n);
+    case DType::kUInt32: return narrow_int_block<uint32_t>(p, n);
     case DType::kUInt64: return unsigned_block<uint64_t>(p, n);
     default: return {};
   }
 }
 
 BlockStats f32_block_reference(const float* data, size_t count) { return f32_scalar(data, count); }
+
+BlockStats integer_block_reference(DType dtype, const std::byte* data, size_t count) {
+  switch (dtype) {
+    case DType::kInt8: return signed_block<int8_t>(data, count);
+    case DType::kInt16: return signed_block<int16_t>(data, count);
+    case DType::kInt32: return signed_block<int32_t>(data, count);
+    case DType::kInt64: return signed_block<int64_t>(data, count);
+    case DType::kUInt8:
+    case DType::kBool: return unsigned_block<uint8_t>(data, count);
+    case DType::kUInt16: return unsigned_block<uint16_t>(data, count);
+    case DType::kUInt32: return unsigned_block<uint32_t>(data, count);
+    case DType::kUInt64: return unsigned_block<uint64_t>(data, count);
+    default: return {};
+  }
+}
 
 BlockStats narrow_block_reference(DType dtype, const std::byte* data, size_t count) {
   float x[kStatsBlock];

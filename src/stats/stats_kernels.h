@@ -43,6 +43,10 @@ BlockStats f32_block_reference(const float* data, size_t count);
 /// scalar float32 reference (what their faster widening must equal).
 BlockStats narrow_block_reference(DType dtype, const std::byte* data, size_t count);
 
+/// The reference of integer blocks: every element added into its float64
+/// lane in order (what the integer sums of 8-32-bit integers must equal).
+BlockStats integer_block_reference(DType dtype, const std::byte* data, size_t count);
+
 /// Adds `b` (the next block, in order) into `total`.
 void merge_block(BlockStats& total, const BlockStats& b);
 

@@ -8,6 +8,7 @@
 #include <cstring>
 #include <limits>
 #include <random>
+#include <string>
 #include <vector>
 
 #include "ckptfix/stats.h"
@@ -79,6 +80,38 @@ TEST(StatsKernels, NarrowFloatsEqualTheirExactReference) {
       const BlockStats got = block_stats(dtype, random.data(), n);
       EXPECT_EQ(bits(got.sum), bits(ref.sum)) << dtype_name(dtype) << " n " << n;
       EXPECT_EQ(got.nan, ref.nan) << dtype_name(dtype) << " n " << n;
+    }
+  }
+}
+
+TEST(StatsKernels, IntegersEqualTheirFloat64LaneReference) {
+  // Extremes and random values at every length around the 8-lane step and a
+  // whole block: the integer lane sums give the reference's doubles.
+  std::mt19937_64 rng(13);
+  const DType ints[] = {DType::kInt8,  DType::kInt16,  DType::kInt32,  DType::kInt64, DType::kUInt8,
+                        DType::kUInt16, DType::kUInt32, DType::kUInt64, DType::kBool};
+  for (DType dtype : ints) {
+    const size_t size = element_size(dtype);
+    for (size_t n : {0, 1, 7, 8, 9, 17, 1000, static_cast<int>(kStatsBlock)}) {
+      for (int extreme = 0; extreme < 2; ++extreme) {
+        std::vector<std::byte> data(n * size);
+        for (size_t i = 0; i < n; ++i) {
+          // All bits set or the sign bit alone (the largest magnitudes), or random.
+          uint64_t v = extreme ? (rng() % 2 ? ~uint64_t{0} : uint64_t{1} << (8 * size - 1)) : rng();
+          if (dtype == DType::kBool) v &= 1;
+          std::memcpy(data.data() + i * size, &v, size);
+        }
+        const BlockStats ref = integer_block_reference(dtype, data.data(), n);
+        const BlockStats got = block_stats(dtype, data.data(), n);
+        const std::string what = std::string(dtype_name(dtype)) + " n " + std::to_string(n);
+        EXPECT_EQ(bits(got.sum), bits(ref.sum)) << what;
+        EXPECT_EQ(got.finite, ref.finite) << what;
+        EXPECT_EQ(got.imin, ref.imin) << what;
+        EXPECT_EQ(got.imax, ref.imax) << what;
+        EXPECT_EQ(got.umin, ref.umin) << what;
+        EXPECT_EQ(got.umax, ref.umax) << what;
+        EXPECT_EQ(got.uabsmax, ref.uabsmax) << what;
+      }
     }
   }
 }
