@@ -119,18 +119,22 @@ def _ckptfix_command(binary, job, src, dst):
     }[job]
 
 
-def generate(path, gib, device_tag=None):
-    """A DataParallel-style fp32 state dict of about `gib` GiB in 64 MiB tensors."""
+def generate(path, gib, device_tag=None, dtype="float32"):
+    """A DataParallel-style state dict of about `gib` GiB in 64 MiB tensors
+    (random float32 values, converted to `dtype`)."""
     script = f"""
 import torch, collections
+dtype = getattr(torch, {dtype!r})
+size = torch.empty(0, dtype=dtype).element_size()
 total = int({gib} * (1 << 30))
-chunk = 16 << 20  # floats per tensor: 64 MiB
+chunk = (64 << 20) // size  # elements per tensor: 64 MiB
 sd = collections.OrderedDict()
 i = 0
-while total >= 4:
-    n = min(chunk, total // 4)
-    sd[f'module.layer{{i}}.weight'] = torch.rand(n)
-    total -= 4 * n
+while total >= size:
+    n = min(chunk, total // size)
+    values = torch.rand(n) * 200 - 100 if dtype == torch.int8 else torch.rand(n)
+    sd[f'module.layer{{i}}.weight'] = values.to(dtype)
+    total -= size * n
     i += 1
 sd._metadata = collections.OrderedDict({{'': {{'version': 1}}, 'module': {{'version': 1}}}})
 if {device_tag!r}:
@@ -371,6 +375,7 @@ def main():
     parser.add_argument("--baseline-args", default="", help="options added to every baseline command, e.g. '--gpu off'")
     parser.add_argument("--python", default=PYTHON, help="the torch that generates files and is the peer (default %(default)s)")
     parser.add_argument("--saved-on", default=None, help="the device generated files say they were saved on, e.g. cuda:0")
+    parser.add_argument("--dtype", default="float32", help="the generated tensors' dtype: float32, bfloat16, float16, int8, ...")
     args = parser.parse_args()
     PYTHON = args.python
     if not args.no_prefault:
@@ -385,11 +390,11 @@ def main():
     print("|---|---|---|---|---|---|---|---|---|" + ("---|---|---|" if args.baseline else ""))
     try:
         for size in [float(s) for s in args.sizes.split(",")]:
-            src = os.path.join(workdir, f"src-{size}g.pt")
+            src = os.path.join(workdir, f"src-{size}g.pt" if args.dtype == "float32" else f"src-{size}g-{args.dtype}.pt")
             for job in args.jobs.split(","):
                 job_src = src
                 if job not in ("bin-set", "dcp") and not os.path.exists(src):
-                    generate(src, size, args.saved_on)
+                    generate(src, size, args.saved_on, args.dtype)
                 if job == "bin-set":
                     job_src = os.path.join(workdir, f"bin-set-{size}g", "pytorch_model.bin.index.json")
                     if not os.path.exists(job_src):
