@@ -9,12 +9,13 @@
 // The statistics (finite -> inf, non-zero -> zero) are counted from masks.
 #include "dtype_kernels/convert_kernels.h"
 
-#include <cpuid.h>
 #include <immintrin.h>
 
 #include <cmath>
 #include <cstdint>
 #include <cstring>
+
+#include "dtype_kernels/cpu_features.h"
 
 namespace ckptfix {
 namespace {
@@ -112,29 +113,14 @@ __attribute__((target("avx2,f16c"))) ConvertStats f32_to_f16_avx2(const std::byt
   return stats;
 }
 
-bool have_avx2() {
-  static const bool yes = __builtin_cpu_supports("avx2");
-  return yes;
-}
-
-// F16C from CPUID leaf 1 (ECX bit 29): clang 14's __builtin_cpu_supports
-// does not know "f16c". AVX2 being usable implies the OS saves YMM state.
-bool have_avx2_f16c() {
-  static const bool yes = [] {
-    unsigned eax = 0, ebx = 0, ecx = 0, edx = 0;
-    return __builtin_cpu_supports("avx2") && __get_cpuid(1, &eax, &ebx, &ecx, &edx) != 0 && (ecx & bit_F16C) != 0;
-  }();
-  return yes;
-}
-
 }  // namespace
 
 ConvertStats convert_f32_to_bf16(const std::byte* src, std::byte* dst, size_t count) {
-  return have_avx2() ? f32_to_bf16_avx2(src, dst, count) : f32_to_bf16_scalar(src, dst, count);
+  return cpu_has_avx2() ? f32_to_bf16_avx2(src, dst, count) : f32_to_bf16_scalar(src, dst, count);
 }
 
 ConvertStats convert_f32_to_f16(const std::byte* src, std::byte* dst, size_t count) {
-  return have_avx2_f16c() ? f32_to_f16_avx2(src, dst, count) : f32_to_f16_scalar(src, dst, count);
+  return cpu_has_avx2_f16c() ? f32_to_f16_avx2(src, dst, count) : f32_to_f16_scalar(src, dst, count);
 }
 
 ConvertStats convert_f32_to_bf16_reference(const std::byte* src, std::byte* dst, size_t count) {

@@ -1,6 +1,5 @@
 #include "stats/stats_kernels.h"
 
-#include <cpuid.h>
 #include <immintrin.h>
 
 #include <algorithm>
@@ -11,6 +10,7 @@
 
 #include "ckptfix/stats.h"
 #include "dtype_kernels/convert.h"
+#include "dtype_kernels/cpu_features.h"
 
 namespace ckptfix {
 namespace {
@@ -104,16 +104,7 @@ __attribute__((target("avx2"))) BlockStats f32_avx2(const float* x, size_t n) {
   return s;
 }
 
-bool has_avx2() {
-  static const bool yes = [] {
-    unsigned a, b, c, d;
-    if (!__get_cpuid_count(7, 0, &a, &b, &c, &d)) return false;
-    return (b & bit_AVX2) != 0;
-  }();
-  return yes;
-}
-
-BlockStats f32_block(const float* x, size_t n) { return has_avx2() ? f32_avx2(x, n) : f32_scalar(x, n); }
+BlockStats f32_block(const float* x, size_t n) { return cpu_has_avx2() ? f32_avx2(x, n) : f32_scalar(x, n); }
 
 BlockStats f64_block(const std::byte* p, size_t n) {
   BlockStats s;
@@ -134,6 +125,9 @@ float fnuz_to_float(uint8_t b, int exponent_bits, int bias) {
                                  : std::ldexp(1.0f + static_cast<float>(m) / scale, e - bias);
   return (b & 0x80) ? -magnitude : magnitude;
 }
+
+float float8_e4m3fnuz_to_float(uint8_t b) { return fnuz_to_float(b, 4, 8); }
+float float8_e5m2fnuz_to_float(uint8_t b) { return fnuz_to_float(b, 5, 16); }
 
 float e8m0_to_float(uint8_t b) {
   if (b == 0xFF) return std::numeric_limits<float>::quiet_NaN();
@@ -161,14 +155,6 @@ BlockStats bf16_block(const std::byte* p, size_t n) {
   return f32_block(x, n);
 }
 
-bool has_f16c() {
-  static const bool yes = [] {
-    unsigned a, b, c, d;
-    return __get_cpuid(1, &a, &b, &c, &d) && (c & bit_F16C) != 0;
-  }();
-  return yes;
-}
-
 // float16 by F16C's VCVTPH2PS, 8 at a time: the same floats as
 // half_bits_to_float (c10's conversion, written to equal it).
 __attribute__((target("avx2,f16c"))) BlockStats f16_block_f16c(const std::byte* p, size_t n) {
@@ -182,7 +168,7 @@ __attribute__((target("avx2,f16c"))) BlockStats f16_block_f16c(const std::byte* 
 }
 
 BlockStats f16_block(const std::byte* p, size_t n) {
-  if (has_f16c()) return f16_block_f16c(p, n);
+  if (cpu_has_avx2_f16c()) return f16_block_f16c(p, n);
   return widened(p, n, 2, [](const std::byte* q) { return half_bits_to_float(load<uint16_t>(q, 0)); });
 }
 
@@ -312,8 +298,8 @@ BlockStats block_stats(DType dtype, const std::byte* p, size_t n) {
     // Each call site's lambda is its own type, so each dtype its own table.
     case DType::kFloat8E4M3Fn: return byte_table_block(p, n, [](uint8_t b) { return float8_e4m3fn_bits_to_float(b); });
     case DType::kFloat8E5M2: return byte_table_block(p, n, [](uint8_t b) { return float8_e5m2_bits_to_float(b); });
-    case DType::kFloat8E4M3Fnuz: return byte_table_block(p, n, [](uint8_t b) { return fnuz_to_float(b, 4, 8); });
-    case DType::kFloat8E5M2Fnuz: return byte_table_block(p, n, [](uint8_t b) { return fnuz_to_float(b, 5, 16); });
+    case DType::kFloat8E4M3Fnuz: return byte_table_block(p, n, [](uint8_t b) { return float8_e4m3fnuz_to_float(b); });
+    case DType::kFloat8E5M2Fnuz: return byte_table_block(p, n, [](uint8_t b) { return float8_e5m2fnuz_to_float(b); });
     case DType::kFloat8E8M0Fnu: return byte_table_block(p, n, [](uint8_t b) { return e8m0_to_float(b); });
     case DType::kInt8: return narrow_int_block<int8_t>(p, n);
     case DType::kInt16: return narrow_int_block<int16_t>(p, n);
@@ -353,8 +339,8 @@ BlockStats narrow_block_reference(DType dtype, const std::byte* data, size_t cou
       case DType::kBFloat16: x[j] = bfloat16_bits_to_float(load<uint16_t>(data, j)); break;
       case DType::kFloat8E4M3Fn: x[j] = float8_e4m3fn_bits_to_float(load<uint8_t>(data, j)); break;
       case DType::kFloat8E5M2: x[j] = float8_e5m2_bits_to_float(load<uint8_t>(data, j)); break;
-      case DType::kFloat8E4M3Fnuz: x[j] = fnuz_to_float(load<uint8_t>(data, j), 4, 8); break;
-      case DType::kFloat8E5M2Fnuz: x[j] = fnuz_to_float(load<uint8_t>(data, j), 5, 16); break;
+      case DType::kFloat8E4M3Fnuz: x[j] = float8_e4m3fnuz_to_float(load<uint8_t>(data, j)); break;
+      case DType::kFloat8E5M2Fnuz: x[j] = float8_e5m2fnuz_to_float(load<uint8_t>(data, j)); break;
       case DType::kFloat8E8M0Fnu: x[j] = e8m0_to_float(load<uint8_t>(data, j)); break;
       default: return {};
     }

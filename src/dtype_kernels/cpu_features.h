@@ -1,0 +1,27 @@
+// What the CPU offers the hand-vectorized kernels (conversions, statistics,
+// the GPU load test's checksum), asked once per process.
+#pragma once
+
+#include <cpuid.h>
+
+namespace ckptfix {
+
+/// AVX2 usable: by the CPU and by the operating system (which must save the
+/// YMM registers; __builtin_cpu_supports checks both).
+inline bool cpu_has_avx2() {
+  static const bool yes = __builtin_cpu_supports("avx2");
+  return yes;
+}
+
+/// AVX2 and F16C. F16C comes from CPUID leaf 1 (ECX bit 29): clang 14's
+/// __builtin_cpu_supports does not know "f16c". AVX2 being usable implies
+/// the OS saves YMM state.
+inline bool cpu_has_avx2_f16c() {
+  static const bool yes = [] {
+    unsigned eax = 0, ebx = 0, ecx = 0, edx = 0;
+    return cpu_has_avx2() && __get_cpuid(1, &eax, &ebx, &ecx, &edx) != 0 && (ecx & bit_F16C) != 0;
+  }();
+  return yes;
+}
+
+}  // namespace ckptfix
