@@ -7,6 +7,8 @@
 #include <utility>
 
 #include "ckptfix/error.h"
+#include "dtype_kernels/cpu_features.h"
+#include "io/bytes.h"
 
 namespace ckptfix {
 
@@ -27,12 +29,6 @@ FloatCoding float_coding(DType dtype) {
 
 namespace {
 
-uint32_t load_word(const std::byte* p) {
-  uint32_t w;
-  std::memcpy(&w, p, 4);
-  return w;  // little-endian hosts only (as the whole project)
-}
-
 uint64_t load_element(const std::byte* p, uint32_t size) {
   uint64_t bits = 0;
   std::memcpy(&bits, p, size);
@@ -44,7 +40,7 @@ uint64_t load_element(const std::byte* p, uint32_t size) {
 void add_words_scalar(LoadCheck& c, const std::byte* p, size_t n, uint64_t index) {
   uint64_t sum = 0, weighted = 0;
   for (size_t i = 0; i < n; ++i) {
-    const uint64_t w = load_word(p + 4 * i);
+    const uint64_t w = load_le<uint32_t>(p + 4 * i);
     sum += w;
     weighted += (index + i + 1) * w;
   }
@@ -80,7 +76,7 @@ __attribute__((target("avx2"))) void add_words_avx2(LoadCheck& c, const std::byt
     _mm256_storeu_si256(reinterpret_cast<__m256i*>(b), by_position);
     uint64_t sum = s[0] + s[1] + s[2] + s[3], positioned = b[0] + b[1] + b[2] + b[3];
     for (; j < count; ++j) {
-      const uint64_t w = load_word(q + 4 * j);
+      const uint64_t w = load_le<uint32_t>(q + 4 * j);
       sum += w;
       positioned += j * w;
     }
@@ -89,29 +85,31 @@ __attribute__((target("avx2"))) void add_words_avx2(LoadCheck& c, const std::byt
   }
 }
 
-bool has_avx2() {
-  static const bool yes = __builtin_cpu_supports("avx2");
-  return yes;
-}
-
 void add_words(LoadCheck& c, const std::byte* p, size_t n, uint64_t index) {
-  if (has_avx2()) {
+  if (cpu_has_avx2()) {
     add_words_avx2(c, p, n, index);
   } else {
     add_words_scalar(c, p, n, index);
   }
 }
 
+// `size` bytes at `p` as words from word `first_word` on, the last one
+// zero-padded; the whole words through `add_whole_words`.
+template <typename AddWholeWords>
+void add_bytes(LoadCheck& c, const std::byte* p, size_t size, uint64_t first_word, AddWholeWords add_whole_words) {
+  const size_t whole = size / 4;
+  add_whole_words(c, p, whole, first_word);
+  if (size % 4 != 0) {
+    uint32_t last = 0;
+    std::memcpy(&last, p + 4 * whole, size % 4);
+    add_word(c, first_word + whole, last);
+  }
+}
+
 // What a device does with one item, done on the CPU.
 void check_item(const std::byte* slot, const LoadItem& item, LoadCheck& out) {
   const std::byte* p = slot + item.offset;
-  const size_t whole = item.size / 4;
-  add_words(out, p, whole, item.first_word);
-  if (item.size % 4 != 0) {
-    uint32_t last = 0;
-    std::memcpy(&last, p + 4 * whole, item.size % 4);
-    add_word(out, item.first_word + whole, last);
-  }
+  add_bytes(out, p, item.size, item.first_word, add_words);
   const uint32_t size = coding_size(item.coding);
   if (size == 0) return;
   for (uint64_t at = 0; at + size <= item.size; at += size) add_element(out, item.coding, load_element(p + at, size));
@@ -152,12 +150,7 @@ constexpr uint64_t align16(uint64_t v) { return (v + 15) & ~uint64_t{15}; }
 
 LoadCheck word_checksum_reference(std::span<const std::byte> bytes) {
   LoadCheck c;
-  add_words_scalar(c, bytes.data(), bytes.size() / 4, 0);
-  if (bytes.size() % 4 != 0) {
-    uint32_t last = 0;
-    std::memcpy(&last, bytes.data() + bytes.size() / 4 * 4, bytes.size() % 4);
-    add_word(c, bytes.size() / 4, last);
-  }
+  add_bytes(c, bytes.data(), bytes.size(), 0, add_words_scalar);
   return c;
 }
 
@@ -204,7 +197,7 @@ void LoadTest::begin(FloatCoding coding) {
 
 void LoadTest::make_room() {
   const Slot& s = slots_[current_];
-  if (align16(s.fill) + 16 > slot_bytes_ || s.items.size() >= kMaxItems || s.tickets.size() >= kMaxItems) launch_current();
+  if (align16(s.fill) + 16 > slot_bytes_ || s.items.size() >= kMaxLoadItems || s.tickets.size() >= kMaxLoadItems) launch_current();
 }
 
 void LoadTest::add(std::span<const std::byte> bytes) {
@@ -220,7 +213,7 @@ void LoadTest::add(std::span<const std::byte> bytes) {
     }
     Slot& s = slots_[current_];
     if (s.items.back().size == kItemBytes) {  // the next item of the same part
-      if (s.items.size() >= kMaxItems) {
+      if (s.items.size() >= kMaxLoadItems) {
         close_part();
         continue;
       }

@@ -55,7 +55,6 @@ class LoadTest {
  public:
   /// Slot size: 2 slots of pinned host memory and 2 of device memory.
   static constexpr size_t kSlotBytes = size_t{64} << 20;
-  static constexpr size_t kMaxItems = kMaxLoadItems;
   /// Bytes of one item at most: a block of device threads each.
   static constexpr uint32_t kItemBytes = uint32_t{256} << 10;
 
