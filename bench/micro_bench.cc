@@ -1,5 +1,5 @@
 // Micro-benchmarks of the kernels every byte goes through: CRC-32, XXH3,
-// and each dtype conversion, in GB/s of input.
+// the GPU load test's checksum, and each dtype conversion, in GB/s of input.
 //
 //   build/bench/ckptfix_micro_bench [--benchmark_filter=...]
 #include <benchmark/benchmark.h>
@@ -9,6 +9,7 @@
 #include <vector>
 #include <xxhash.h>
 
+#include "bytes/load_test.h"
 #include "dtype_kernels/convert.h"
 #include "zip/crc32.h"
 
@@ -65,6 +66,26 @@ void BM_Xxh3(benchmark::State& state) {
   state.SetBytesProcessed(static_cast<int64_t>(state.iterations() * kBytes));
 }
 BENCHMARK(BM_Xxh3);
+
+// The GPU load test's CPU checksum (the reference the device must equal),
+// and the portable loop it replaces where the CPU has no AVX2.
+void BM_LoadTestChecksum(benchmark::State& state) {
+  const auto data = random_bytes(kBytes);
+  for (auto _ : state) {
+    ckptfix::WordChecksum c;
+    c.update(data);
+    benchmark::DoNotOptimize(c.finish());
+  }
+  state.SetBytesProcessed(static_cast<int64_t>(state.iterations() * kBytes));
+}
+BENCHMARK(BM_LoadTestChecksum);
+
+void BM_LoadTestChecksumPortable(benchmark::State& state) {
+  const auto data = random_bytes(kBytes);
+  for (auto _ : state) benchmark::DoNotOptimize(ckptfix::word_checksum_reference(data));
+  state.SetBytesProcessed(static_cast<int64_t>(state.iterations() * kBytes));
+}
+BENCHMARK(BM_LoadTestChecksumPortable);
 
 void BM_Convert(benchmark::State& state, ckptfix::DType from, ckptfix::DType to) {
   const auto src = weight_bytes(kBytes, from);
