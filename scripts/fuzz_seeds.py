@@ -4,10 +4,12 @@
     python3 scripts/fuzz_seeds.py FIXTURES_DIR OUT_DIR
 
 Writes OUT_DIR/<target>/<name> for the targets checkpoint, zip, legacy,
-unpickle, pickle_roundtrip, safetensors, shard_index, dcp_metadata, file_graph and salvage: whole fixture files for the file
-readers, small safetensors files built here (every dtype, metadata, escapes), and
-for the pickle targets each fixture's data.pkl, the five pickles of each
-legacy fixture, small pickles of plain Python values at protocols 0-5, and
+unpickle, pickle_roundtrip, call_policy, safetensors, shard_index, dcp_metadata,
+file_graph and salvage: whole fixture files for the file readers, small
+safetensors files built here (every dtype, metadata, escapes), and for the
+pickle targets each fixture's data.pkl, the five pickles of each legacy
+fixture, small pickles of plain Python values at protocols 0-5, the object
+pickles of the published gadgets (tests/attacks/gadget_corpus.py), and
 for salvage each fixture cut, with its zip directory zeroed and with a byte
 flipped.
 Standard library only (no torch); nothing is ever unpickled.
@@ -20,6 +22,12 @@ import pickle
 import pickletools
 import sys
 import zipfile
+
+sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", "tests", "attacks"))
+import gadget_corpus  # noqa: E402
+
+# The targets that take one pickle.
+PICKLE_TARGETS = ("unpickle", "pickle_roundtrip", "call_policy")
 
 
 def write(out_dir, target, name, data):
@@ -181,7 +189,7 @@ def main():
                     for member in z.namelist():
                         if member.endswith("data.pkl"):
                             pkl = z.read(member)
-                            for target in ("unpickle", "pickle_roundtrip"):
+                            for target in PICKLE_TARGETS:
                                 write(out, target, name + ".data.pkl", pkl)
                                 count[target] += 1
             except (zipfile.BadZipFile, OSError, EOFError):
@@ -190,13 +198,18 @@ def main():
             write(out, "legacy", name, data)
             count["legacy"] += 1
             for i, pkl in enumerate(legacy_pickles(data)):
-                for target in ("unpickle", "pickle_roundtrip"):
+                for target in PICKLE_TARGETS:
                     write(out, target, f"{name}.pickle{i}", pkl)
                     count[target] += 1
+    for g in gadget_corpus.GADGETS:
+        for legacy in (False, True):
+            for target in PICKLE_TARGETS:
+                write(out, target, f"gadget-{g.name}{'-legacy' if legacy else ''}", gadget_corpus.object_pickle(g, legacy))
+                count[target] += 1
     for label, value in plain_values().items():
         for protocol in range(6):
             pkl = pickle.dumps(value, protocol=protocol)
-            for target in ("unpickle", "pickle_roundtrip"):
+            for target in PICKLE_TARGETS:
                 write(out, target, f"plain-{label}-p{protocol}", pkl)
                 count[target] += 1
     # Distributed checkpoints' .metadata files, wherever fixtures/ has them.

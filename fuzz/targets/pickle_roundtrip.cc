@@ -35,7 +35,7 @@ struct Parsed {
 
 void parse(const std::string& bytes, Parsed& out) {
   ckptfix::UnpickleOptions options;
-  options.on_global = [&out](const std::string& module, const std::string& name) {
+  options.on_global = [&out](const std::string& module, const std::string& name, uint64_t) {
     out.globals.emplace(canonical(module), name);
   };
   out.root = ckptfix::unpickle(ckptfix::as_bytes(bytes), out.graph, options).root;

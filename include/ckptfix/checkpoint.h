@@ -133,6 +133,15 @@ struct GlobalRef {
   std::string module;  ///< e.g. "collections"
   std::string name;    ///< e.g. "OrderedDict"
   GlobalKind kind = GlobalKind::kUnknown;  ///< how ckptfix judges it
+  /// What loading the file does with it: the strongest use of it anywhere
+  /// (a call, an instance made without a call, or only held).
+  GlobalUse use = GlobalUse::kReferenced;
+  /// Where that use is first made: the pickle and the opcode's offset, as
+  /// errors name places ("archive/data.pkl+0x1a3"); empty when unknown.
+  std::string where;
+  /// How it is used there: "REDUCE", "NEWOBJ", "NEWOBJ with arguments",
+  /// "in the arguments of a call", "named", ...
+  std::string how;
   /// kWeightsOnly: the first torch release whose allowlist has it.
   TorchVersion allowed_since{2, 6};
   /// torch.load(weights_only=True), the default since torch 2.6, accepts it
@@ -291,7 +300,8 @@ class Checkpoint {
   /// files, in any of its five pickles).
   const std::vector<GlobalRef>& globals() const;
   /// Every global reachable from the root now (after passes and extraction),
-  /// judged, in order of first appearance.
+  /// judged, with the use the output's pickle would make of it, in order of
+  /// first appearance: what a file written from it asks its loader to do.
   std::vector<GlobalRef> reachable_globals() const;
   /// Every opcode the checkpoint's pickles use (all five of a legacy file).
   const OpcodeSet& pickle_opcodes() const;

@@ -20,6 +20,21 @@ enum class GlobalKind : uint8_t {
   kFunction,
 };
 
+/// What loading a pickle does with a global it names, from least to most
+/// (docs/security.md, "What a pickle calls").
+enum class GlobalUse : uint8_t {
+  kReferenced,    ///< only held as a value (a function kept by a module, a class bound by a partial)
+  /// Made an instance of without calling it: NEWOBJ with no arguments then
+  /// BUILD with an attribute dict, as Python pickles a plain object (every
+  /// module of a model pickled whole). Loading runs only the class's own
+  /// __new__ and __setstate__, if it defines them.
+  kInstantiated,
+  /// Called with what the file chose (REDUCE, INST, OBJ, NEWOBJ with
+  /// arguments, BUILD with a state other than a dict, in the arguments of a
+  /// call that calls what it is given, ...).
+  kCalled,
+};
+
 /// A set of pickle opcodes (one bit per byte value): which opcodes a pickle used.
 class OpcodeSet {
  public:

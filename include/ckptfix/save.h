@@ -33,6 +33,12 @@ struct SaveOptions {
   /// (see verify.h). Off only on request.
   bool verify = true;
   VerifyOptions verify_options;  ///< what verification does (GPU load test, limits)
+  /// Globals the output may call though ckptfix does not know them as data:
+  /// fnmatch patterns on "module.qualname" ("mypkg.*"). By default none:
+  /// save() refuses a checkpoint whose pickle would call such a global
+  /// (see unknown_calls), since loading the output with weights_only=False
+  /// would run it.
+  std::vector<std::string> allow_globals;
 };
 
 /// One storage as written: where it went and what it holds.
@@ -70,12 +76,35 @@ struct SaveResult {
   GpuReport readback_gpu;
 };
 
+/// The globals a file written from `checkpoint` would call (GlobalUse::kCalled:
+/// REDUCE, INST, OBJ, NEWOBJ with arguments, ...) though ckptfix does not
+/// know them as data (GlobalKind::kUnknown), with where and how each is
+/// first called (docs/security.md, "What a pickle calls").
+struct UnknownCalls {
+  std::vector<GlobalRef> refused;  ///< matched by no pattern: save() refuses to write
+  std::vector<GlobalRef> trusted;  ///< matched by a pattern of `allow_globals`
+};
+
+/// Judges the calls a file written from `checkpoint` (as it is now, after
+/// the passes) would make, against `allow_globals` (SaveOptions::allow_globals).
+/// Throws Error(kInvalidArgument) for an empty pattern.
+UnknownCalls unknown_calls(const Checkpoint& checkpoint, const std::vector<std::string>& allow_globals);
+
+/// Throws the Error(kUnsafe) that save() throws when unknown_calls refuses a
+/// global: naming the checkpoint's input, each refused global with where
+/// and how it is called, and the ways out (the weights-only repair, or
+/// `allow_globals`). For callers that decide before save() whether to write.
+void refuse_unknown_calls(const Checkpoint& checkpoint, const std::vector<std::string>& allow_globals);
+
 /// Writes `checkpoint` (with any edits the passes made) to `path` atomically:
 /// a temporary file beside it, verified (unless options.verify is false),
 /// then renamed into place. On any failure the temporary file is removed and
 /// nothing else is touched. Tensor bytes are streamed from the input file;
-/// memory does not grow with the checkpoint's size. Also refuses an input
-/// whose storage records do not match their recorded CRC-32.
+/// memory does not grow with the checkpoint's size. Refuses, before writing
+/// anything, a checkpoint whose pickle would call a global ckptfix does not
+/// know as data and `options.allow_globals` does not trust (Error kUnsafe
+/// naming the input, each such global and where it is called), and an
+/// input whose storage records do not match their recorded CRC-32.
 SaveResult save(const Checkpoint& checkpoint, const std::filesystem::path& path, const SaveOptions& options = {});
 
 }  // namespace ckptfix

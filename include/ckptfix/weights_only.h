@@ -53,6 +53,9 @@ std::string describe_releases(const std::vector<WeightsOnlyRange>& ranges);
 /// "weights_only", "data", "unknown", "gadget" or "function" (the JSON reports' names).
 std::string_view global_kind_name(GlobalKind kind);
 
+/// "referenced", "instantiated" or "called" (the JSON reports' names).
+std::string_view global_use_name(GlobalUse use);
+
 /// One line for people: "loads" or "refused: globals a.B, c.D; opcodes FRAME, MEMOIZE".
 std::string describe(const WeightsOnlyVerdict& verdict);
 

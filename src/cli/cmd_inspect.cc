@@ -116,7 +116,8 @@ nlohmann::json describe(const Checkpoint& ck, TorchVersion torch, const StatsRep
   }
   doc["globals"] = nlohmann::json::array();
   for (const GlobalRef& g : ck.globals()) {
-    nlohmann::json j = {{"name", g.dotted()}, {"kind", global_kind_name(g.kind)}, {"safe", g.weights_only(torch)}};
+    nlohmann::json j = global_use_json(g);
+    j["safe"] = g.weights_only(torch);
     if (g.kind == GlobalKind::kWeightsOnly) j["allowed_since"] = g.allowed_since.str();
     doc["globals"].push_back(std::move(j));
   }
@@ -213,12 +214,26 @@ void print_human(const Checkpoint& ck, TorchVersion torch, const StatsReport* st
     if (g.kind == GlobalKind::kWeightsOnly && g.allowed_since > modeled_torch_versions().front()) {
       out << " of torch >= " << g.allowed_since.str();
     }
+    // What loading does with a global ckptfix does not know is what decides a
+    // rewrite (a function held as a value is only ever held: a call is refused).
+    if (g.kind == GlobalKind::kUnknown) {
+      out << "; " << global_use_name(g.use);
+      if (g.use != GlobalUse::kReferenced) out << " by " << g.how;
+      if (!g.where.empty()) out << " at " << printable(g.where);
+    }
     out << ")";
   }
   const WeightsOnlyVerdict verdict = weights_only_verdict(ck, torch);
   out << "\n  default torch.load (weights_only) of torch " << torch.str() << ": " << describe(verdict) << "\n";
   out << "  torch releases: " << describe_releases(weights_only_by_release(ck)) << "\n";
   if (!verdict.loads) out << "  fix: ckptfix weights-only FILE -o OUT rewrites what it refuses into plain data\n";
+  // What a plain `convert` would judge: the calls the file, written back, would make.
+  if (const std::vector<GlobalRef> refused = unknown_calls(ck, {}).refused; !refused.empty()) {
+    out << "  rewriting: refused, the pickle calls";
+    for (size_t i = 0; i < refused.size(); ++i) out << (i ? ", '" : " '") << printable(refused[i].dotted()) << "'";
+    out << " (not known as data); ckptfix weights-only turns such values into plain data, --allow-global PATTERN "
+           "trusts them\n";
+  }
 
   // The tensor table, columns sized to their contents (with --stats, the
   // health of each tensor too).

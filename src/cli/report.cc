@@ -57,7 +57,18 @@ constexpr std::pair<std::string_view, std::string_view> kFlagOfOption[] = {
     {"max_shard_size", "--max-shard-size"},
 };
 
+// Phrases of the library that the command line says its own way.
+constexpr std::pair<std::string_view, std::string_view> kPhraseOfOption[] = {
+    {"the weights-only repair (`weights_only`)", "ckptfix weights-only (or --weights-only of convert and fix)"},
+    {"`allow_globals` trusts", "--allow-global PATTERN trusts"},
+};
+
 std::string with_flags(std::string text) {
+  for (const auto& [phrase, said] : kPhraseOfOption) {
+    for (size_t at = text.find(phrase); at != std::string::npos; at = text.find(phrase, at + said.size())) {
+      text.replace(at, phrase.size(), said);
+    }
+  }
   for (const auto& [option, flag] : kFlagOfOption) {
     const std::string quoted = "`" + std::string(option) + "`";
     for (size_t at = text.find(quoted); at != std::string::npos; at = text.find(quoted, at + flag.size())) {
@@ -280,6 +291,13 @@ void rearm_memory_reserve() {
   char* fresh = new (std::nothrow) char[kReserveBytes];
   char* expected = nullptr;
   if (!memory_reserve.compare_exchange_strong(expected, fresh)) delete[] fresh;
+}
+
+nlohmann::json global_use_json(const GlobalRef& g) {
+  nlohmann::json j = {{"name", g.dotted()}, {"kind", global_kind_name(g.kind)}, {"use", global_use_name(g.use)},
+                      {"where", g.where}};
+  if (g.use != GlobalUse::kReferenced) j["how"] = g.how;
+  return j;
 }
 
 nlohmann::json weights_only_json(const WeightsOnlyVerdict& verdict) {

@@ -72,6 +72,9 @@ nlohmann::json gpu_json(const GpuReport& gpu);
 std::string cli_message(const Error& e);
 /// The "weights_only" object: {"loads", "globals", "opcodes"}.
 nlohmann::json weights_only_json(const WeightsOnlyVerdict& verdict);
+/// A global with its kind and use: {"name", "kind", "use", "where", and
+/// "how" unless it is only referenced}.
+nlohmann::json global_use_json(const GlobalRef& g);
 
 /// Version string.
 const char* version();

@@ -212,10 +212,10 @@ nlohmann::json changes_json(const PassReport& report, const SaveResult* saved) {
 
 // Globals the output will still name that are neither on torch's allowlist
 // nor known data: a project's own classes, whose code runs on a full load.
-std::vector<std::string> unknown_globals(const Checkpoint& checkpoint) {
-  std::vector<std::string> out;
-  for (const GlobalRef& g : checkpoint.reachable_globals()) {
-    if (g.kind == GlobalKind::kUnknown) out.push_back(g.dotted());
+std::vector<GlobalRef> unknown_globals(const Checkpoint& checkpoint) {
+  std::vector<GlobalRef> out;
+  for (GlobalRef& g : checkpoint.reachable_globals()) {
+    if (g.kind == GlobalKind::kUnknown) out.push_back(std::move(g));
   }
   return out;
 }
@@ -226,6 +226,11 @@ std::string unknown_globals_warning(const std::vector<std::string>& names) {
   return "kept " + std::to_string(names.size()) + " global" + (names.size() == 1 ? "" : "s") +
          " ckptfix does not know as data (" + list +
          "): loading the output with weights_only=False runs their code, so it is only as trustworthy as the input";
+}
+
+std::string trusted_call_warning(const GlobalRef& g) {
+  return "the output calls '" + g.dotted() + "' (" + g.how + (g.where.empty() ? "" : " at " + g.where) +
+         "), trusted by --allow-global: loading it with weights_only=False runs that code";
 }
 
 #ifdef CKPTFIX_FAULT_INJECTION
@@ -306,6 +311,11 @@ void add_rewrite_options(CLI::App* cmd, RewriteArgs& args, bool may_replace_inpu
       "--max-shard-size", [&args](const std::string& size) { args.max_shard_size = size; },
                   "safetensors: write a Hugging Face shard set (-o DIR/model.safetensors): files of at most SIZE "
                   "(5GB, 500MB decimal; 2GiB binary) and model.safetensors.index.json");
+  cmd->add_option("--allow-global", args.allow_globals,
+                  "Trust calls of globals matching this pattern (fnmatch on module.qualname, e.g. 'mypkg.*'; "
+                  "repeatable): by default an output whose pickle calls a global ckptfix does not know as data "
+                  "is refused")
+      ->allow_extra_args(false);
 }
 
 TorchVersion parse_user_torch(const std::string& text) {
@@ -380,6 +390,10 @@ int run_rewrite(const std::string& command, const RewriteArgs& args, const PassO
     if (args.torch) for_target.torch = parse_user_torch(*args.torch);
     valid_passes = validate_pass_options(std::move(for_target));
     save_options.verify = !args.no_verify;
+    save_options.allow_globals = args.allow_globals;
+    for (const std::string& p : args.allow_globals) {
+      if (p.empty()) throw usage("--allow-global needs a non-empty pattern");
+    }
     save_options.libtorch_pickle = passes.for_libtorch;
     save_options.verify_options.gpu = parse_gpu_mode(args.gpu);
     metadata = parse_metadata(args.metadata);
@@ -402,13 +416,28 @@ int run_rewrite(const std::string& command, const RewriteArgs& args, const PassO
       ReadInput read_input = read ? read(input.path, open, o) : ReadInput{Checkpoint::open(input.path, open), {}};
       Checkpoint& checkpoint = read_input.checkpoint;
       const PassReport report = apply_passes(checkpoint, *valid_passes);
+      const bool safetensors = !passes.for_libtorch && writes_safetensors(args, output, checkpoint);
       std::vector<std::string> warnings = report.warnings;
-      const std::vector<std::string> unknown = unknown_globals(checkpoint);
-      if (!unknown.empty()) warnings.push_back(unknown_globals_warning(unknown));
+      std::vector<std::string> unknown;
+      nlohmann::json trusted = nlohmann::json::array();
+      if (!safetensors) {  // a safetensors file holds no pickle, so it calls and keeps no global
+        // Refused before anything is said or written: one line.
+        refuse_unknown_calls(checkpoint, args.allow_globals);
+        std::vector<std::string> kept;  // called ones are said apart: they are trusted
+        for (const GlobalRef& g : unknown_globals(checkpoint)) {
+          unknown.push_back(g.dotted());
+          if (g.use != GlobalUse::kCalled) kept.push_back(g.dotted());
+        }
+        if (!kept.empty()) warnings.push_back(unknown_globals_warning(kept));
+        for (const GlobalRef& g : unknown_calls(checkpoint, args.allow_globals).trusted) {
+          warnings.push_back(trusted_call_warning(g));
+          trusted.push_back(global_use_json(g));
+        }
+      }
       for (const std::string& w : warnings) o.err += "ckptfix: warning: '" + printable(input.path) + "': " + printable(w) + "\n";
       o.doc["warnings"] = warnings;
       o.doc["unknown_globals"] = unknown;
-      const bool safetensors = !passes.for_libtorch && writes_safetensors(args, output, checkpoint);
+      o.doc["trusted_calls"] = trusted;
       if (args.in_place && checkpoint.format() == CheckpointFormat::kShardIndex) {
         throw usage("--in-place cannot rewrite a shard set; write a new one with -o DIR/model.safetensors "
                     "--max-shard-size SIZE");

@@ -32,10 +32,11 @@ struct RewriteArgs {
   std::vector<std::string> metadata;  ///< --metadata KEY=VALUE (safetensors outputs)
   std::optional<std::string> max_shard_size;  ///< --max-shard-size SIZE (safetensors outputs: a shard set)
   std::optional<std::string> torch;           ///< --torch VERSION: the release the output is for
+  std::vector<std::string> allow_globals;     ///< --allow-global PATTERN: calls of unknown globals to trust
 };
 
 /// Adds the batch options, -o, --out-dir, --in-place, --force, --no-verify, --gpu,
-/// --format, --drop-aliases, --metadata. Without `may_replace_input`
+/// --format, --drop-aliases, --metadata, --torch, --max-shard-size, --allow-global. Without `may_replace_input`
 /// (salvage), neither --in-place nor --no-verify.
 void add_rewrite_options(CLI::App* cmd, RewriteArgs& args, bool may_replace_input = true);
 /// Adds --key PATH (repeatable).

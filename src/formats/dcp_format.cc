@@ -318,7 +318,10 @@ Value* bytes_value(CheckpointImpl& impl, DistcpFiles& files, const DcpEntry& e) 
     s.key = std::to_string(impl.storages.size());
     impl.storages.push_back(std::move(s));
   }
-  for (const GlobalRef& g : item.impl->globals) impl.note_global(g.module, g.name);
+  for (GlobalRef g : item.impl->globals) {
+    if (!g.where.empty()) g.where = "value '" + e.fqn + "' " + g.where;
+    impl.note_use(g);
+  }
   impl.opcodes |= item.impl->opcodes;
   return copy_graph(item.impl->root, impl.graph, storage_map);
 }

@@ -24,7 +24,7 @@ constexpr int64_t kMaxListIndex = int64_t{1} << 20;
 // by exact name: ckptfix calls none of them, it reads their fields. (The
 // general policy refuses all of torch.distributed, which holds RPC
 // primitives.) Anything else is refused, a known gadget as such.
-void check_metadata_global(const std::string& module, const std::string& name) {
+void check_metadata_global(const std::string& module, const std::string& name, uint64_t /*offset*/) {
   static const std::set<std::pair<std::string_view, std::string_view>> kAllowed = {
       {kMetadata, "Metadata"},
       {kMetadata, "TensorStorageMetadata"},

@@ -43,13 +43,20 @@ void read_legacy_checkpoint(CheckpointImpl& impl) {
   UnpickleOptions options;
   options.max_values = impl.pickle_values();
   options.max_name_bytes = impl.limits.max_name_bytes;
-  options.on_global = [&impl](const std::string& module, const std::string& name) {
-    impl.note_global(module, name);
+  const char* pickle_name = "";
+  // The place of an offset in the pickle being read, as errors name it.
+  auto place = [&pickle_name](uint64_t offset) {
+    return "offset " + hex_offset(offset) + " (legacy " + pickle_name + " pickle)";
+  };
+  options.on_global = [&impl, &place](const std::string& module, const std::string& name, uint64_t offset) {
+    if (GlobalRef* first = impl.note_global(module, name)) first->where = place(offset);
   };
   auto next_pickle = [&](ValueGraph& graph, const char* what) -> Value* {
     options.base_offset = pos;
+    pickle_name = what;
     try {
       UnpickleResult r = unpickle(bytes.subspan(pos), graph, options);
+      impl.note_usages(r.globals, place);
       pos += r.length;
       impl.opcodes |= r.opcodes;  // torch's weights_only reader reads all five pickles
       if (&graph == &impl.graph) impl.protocol = r.protocol;

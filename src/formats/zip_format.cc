@@ -76,11 +76,13 @@ uint64_t parse_object_pickle(CheckpointImpl& impl, std::span<const std::byte> by
                              UnpickleOptions options) {
   options.max_values = impl.pickle_values();
   options.max_name_bytes = impl.limits.max_name_bytes;
-  options.on_global = [&impl](const std::string& module, const std::string& name) {
-    impl.note_global(module, name);
+  impl.pickle_record = record;
+  options.on_global = [&impl](const std::string& module, const std::string& name, uint64_t offset) {
+    if (GlobalRef* first = impl.note_global(module, name)) first->where = impl.pickle_place(offset);
   };
   try {
     const UnpickleResult parsed = unpickle(bytes, impl.graph, options);
+    impl.note_usages(parsed.globals, [&impl](uint64_t offset) { return impl.pickle_place(offset); });
     impl.root = parsed.root;
     impl.protocol = parsed.protocol;
     impl.opcodes |= parsed.opcodes;

@@ -21,15 +21,57 @@ std::string_view format_name(CheckpointFormat format) {
   return "?";
 }
 
-void CheckpointImpl::note_global(const std::string& module, const std::string& name) {
-  // Pickles name the same global many times; judge it once. The key is
-  // unambiguous ("a.b" + "c" and "a" + "b.c" differ).
-  std::string key = std::to_string(module.size()) + ":" + module + name;
-  if (global_names.count(key) != 0) return;
+namespace {
+
+// Pickles name the same global many times; each is recorded once. The key
+// is unambiguous ("a.b" + "c" and "a" + "b.c" differ).
+std::string global_key(const std::string& module, const std::string& name) {
+  return std::to_string(module.size()) + ":" + module + name;
+}
+
+}  // namespace
+
+GlobalRef* CheckpointImpl::note_global(const std::string& module, const std::string& name) {
+  std::string key = global_key(module, name);
+  if (global_index.count(key) != 0) return nullptr;
   const GlobalClass c = classify_global(module, name);
   if (c.kind == GlobalKind::kGadget) throw dangerous_global_error(module, name, c.matched);
-  global_names.insert(std::move(key));
-  globals.push_back({module, name, c.kind, c.allowed_since});
+  global_index.emplace(std::move(key), globals.size());
+  GlobalRef g;
+  g.module = module;
+  g.name = name;
+  g.kind = c.kind;
+  g.allowed_since = c.allowed_since;
+  globals.push_back(std::move(g));
+  return &globals.back();
+}
+
+void CheckpointImpl::note_use(const GlobalRef& used) {
+  note_global(used.module, used.name);
+  GlobalRef& g = globals[global_index.at(global_key(used.module, used.name))];
+  if (used.use < g.use || (used.use == g.use && !g.where.empty())) return;  // the first place of the strongest use
+  g.use = used.use;
+  g.where = used.where;
+  g.how = used.how;
+}
+
+void CheckpointImpl::note_usages(const std::vector<GlobalUsage>& usages,
+                                 const std::function<std::string(uint64_t)>& place) {
+  for (const GlobalUsage& u : usages) {
+    GlobalRef used;
+    used.module = u.module;
+    used.name = u.name;
+    used.use = u.use;
+    used.where = place(u.offset);
+    used.how = u.how;
+    note_use(used);
+  }
+}
+
+std::string CheckpointImpl::pickle_place(uint64_t offset) const {
+  if (offset == kNoOffset) return "";
+  if (format == CheckpointFormat::kLegacy) return "offset " + hex_offset(offset) + " (legacy object pickle)";
+  return pickle_record + "+" + hex_offset(offset);
 }
 
 uint64_t CheckpointImpl::walk_steps() const {

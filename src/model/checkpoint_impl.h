@@ -4,6 +4,7 @@
 #pragma once
 
 #include <deque>
+#include <functional>
 #include <map>
 #include <memory>
 #include <string>
@@ -14,6 +15,7 @@
 #include "ckptfix/checkpoint.h"
 #include "dtype_kernels/convert.h"
 #include "io/input_file.h"
+#include "pickle/call_analysis.h"
 #include "pickle/value.h"
 #include "zip/gather_reader.h"
 #include "zip/zip_reader.h"
@@ -110,7 +112,11 @@ struct CheckpointImpl {
   std::vector<Tensor> tensors;
   std::unordered_map<const Value*, size_t> tensor_by_value;
   std::vector<GlobalRef> globals;
-  std::unordered_set<std::string> global_names;  // of `globals`, to record each once
+  std::unordered_map<std::string, size_t> global_index;  // of `globals`, to record each once
+  /// The record holding the object pickle ("archive/data.pkl"), for the
+  /// places pickle_place() names; empty for a legacy file, whose offsets are
+  /// in the file.
+  std::string pickle_record;
   OpcodeSet opcodes;
   ReadLimits limits;
   /// OpenOptions::leave_payloads_in_file: the reader leaves large str and
@@ -139,7 +145,17 @@ struct CheckpointImpl {
 
   /// The on_global hook of the readers: refuses a known gadget (Error
   /// kUnsafe), and records any other global the first time it is seen.
-  void note_global(const std::string& module, const std::string& name);
+  /// Returns the new record the first time a global is seen, else nullptr.
+  GlobalRef* note_global(const std::string& module, const std::string& name);
+  /// Records the uses a pickle makes of its globals (UnpickleResult::globals),
+  /// keeping each global's strongest; `place` names an offset in that pickle.
+  void note_usages(const std::vector<GlobalUsage>& usages, const std::function<std::string(uint64_t)>& place);
+  /// Records the use `used` makes of a global, keeping each global's strongest.
+  void note_use(const GlobalRef& used);
+  /// An offset in the object pickle, as errors name places
+  /// ("archive/data.pkl+0x1a3", "offset 0x1a3 (legacy object pickle)");
+  /// empty for kNoOffset.
+  std::string pickle_place(uint64_t offset) const;
   /// ReadLimits::max_walk_steps, or its default for this graph.
   uint64_t walk_steps() const;
   /// ReadLimits::max_pickle_values, or its default for this file.

@@ -42,6 +42,15 @@ std::string_view global_kind_name(GlobalKind kind) {
   return "unknown";
 }
 
+std::string_view global_use_name(GlobalUse use) {
+  switch (use) {
+    case GlobalUse::kReferenced: return "referenced";
+    case GlobalUse::kInstantiated: return "instantiated";
+    case GlobalUse::kCalled: return "called";
+  }
+  return "called";
+}
+
 std::vector<WeightsOnlyRange> weights_only_by_release(const Checkpoint& checkpoint) {
   std::vector<WeightsOnlyRange> out;
   for (const TorchVersion& v : modeled_torch_versions()) {

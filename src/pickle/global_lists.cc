@@ -237,8 +237,10 @@ constexpr const char* kFunctionModules[] = {
 constexpr const char* kCallsItsArguments[] = {
     "torch._tensor._rebuild_from_type_v2",      // func(*args), then new_type
     "torch._utils._rebuild_wrapper_subclass",   // makes an instance of cls
-    "copyreg._reconstructor",                   // base.__new__(cls), base.__init__(obj, state)
-    "copyreg.__newobj__", "copyreg.__newobj_ex__",  // cls.__new__(cls, *args)
+    // cls.__new__(cls, *args), base.__new__(cls, state) and base.__init__(obj, state): the call
+    // analysis reads the well-formed calls for what they do (pickle/call_analysis.cc); these
+    // entries judge the others.
+    "copyreg._reconstructor", "copyreg.__newobj__", "copyreg.__newobj_ex__",
     "numpy.core.multiarray._reconstruct", "numpy._core.multiarray._reconstruct",  // subtype.__new__
 };
 

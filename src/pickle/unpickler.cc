@@ -8,6 +8,7 @@
 
 #include "ckptfix/error.h"
 #include "io/bytes.h"
+#include "pickle/call_analysis.h"
 #include "pickle/global_names.h"
 #include "pickle/global_policy.h"
 #include "pickle/opcodes.h"
@@ -15,7 +16,7 @@
 
 namespace ckptfix {
 
-void refuse_dangerous_global(const std::string& module, const std::string& name) {
+void refuse_dangerous_global(const std::string& module, const std::string& name, uint64_t /*offset*/) {
   const GlobalClass c = classify_global(module, name);
   if (c.kind == GlobalKind::kGadget) throw dangerous_global_error(module, name, c.matched);
 }
@@ -117,6 +118,7 @@ class Machine {
         drop(parts.args());
         drop(parts.kwargs());
       }
+      calls_.forget(dead);
       graph_.free(dead);
     }
   }
@@ -178,78 +180,25 @@ class Machine {
 
   Value* global(std::string module, std::string name) {
     check_global_name(module, name, options_.max_name_bytes);
-    if (options_.on_global) options_.on_global(module, name);
-    return graph_.make_global(std::move(module), std::move(name));
+    if (options_.on_global) options_.on_global(module, name, here());
+    Value* g = graph_.make_global(std::move(module), std::move(name));
+    g->set_op_offset(here());  // what the hook is told is where it is named; the analysis is told of uses
+    return g;
   }
 
-  /// An object of `how`; it takes over the references of its parts.
-  Value* object(ObjectCreation how, Value* callable, Value* args, Value* kwargs = nullptr) {
-    judge_call(callable, args, kwargs);
+  /// An object of `how`, made by `opcode`; it takes over the references of its parts.
+  Value* object(ObjectCreation how, const char* opcode, Value* callable, Value* args, Value* kwargs = nullptr) {
     Value* v = graph_.make(ValueKind::kObject);
     v->creation() = how;
     v->callable() = callable;
     v->args() = args;
     v->kwargs() = kwargs;
+    v->set_op_offset(here());
+    calls_.object_made(*v, here(), opcode);
     return v;
   }
-
-  // Calls (see unpickler.h): what the pickle would call when loaded.
-  GlobalKind kind_of(const Value& global) {
-    std::string key = std::to_string(global.text.size()) + ":" + global.text + global.name();
-    const auto it = kinds_.find(key);
-    if (it != kinds_.end()) return it->second;
-    const GlobalKind kind = classify_global(global.text, global.name()).kind;
-    kinds_.emplace(std::move(key), kind);
-    return kind;
-  }
-  void judge_call(Value* callable, Value* args, Value* kwargs) {
-    bool calls_arguments = true;
-    if (callable->kind == ValueKind::kGlobal) {
-      mark_called(callable);
-      calls_arguments = kind_of(*callable) == GlobalKind::kUnknown ||
-                        calls_its_arguments(callable->text, callable->name());
-    } else {
-      mark_called(callable);  // an object being called (a functools.partial): what it holds is called
-    }
-    if (calls_arguments) {
-      mark_called(args);
-      mark_called(kwargs);
-    }
-  }
-  /// Marks `v` and everything reachable from it as called, once each; a
-  /// Global that may only be held as a value is refused.
-  void mark_called(Value* v) {
-    if (v == nullptr || v->called) return;
-    std::vector<Value*>& pending = call_pending_;
-    pending.push_back(v);
-    while (!pending.empty()) {
-      Value* c = pending.back();
-      pending.pop_back();
-      if (c == nullptr || c->called) continue;
-      c->called = true;
-      if (c->kind == ValueKind::kGlobal) {
-        if (kind_of(*c) == GlobalKind::kFunction) throw called_function_error(c->text, c->name());
-        continue;
-      }
-      pending.insert(pending.end(), c->items.begin(), c->items.end());
-      if (c->has_parts()) {
-        const Value& parts = *c;
-        for (const auto& [k, val] : parts.entries()) {
-          pending.push_back(k);
-          pending.push_back(val);
-        }
-        pending.insert(pending.end(), parts.states().begin(), parts.states().end());
-        pending.push_back(parts.callable());
-        pending.push_back(parts.args());
-        pending.push_back(parts.kwargs());
-      }
-    }
-  }
-  /// What is added to `target`: called too when `target` is.
-  void mark_added(const Value* target, const std::vector<Value*>& added) {
-    if (!target->called) return;
-    for (Value* v : added) mark_called(v);
-  }
+  /// The offset of the current opcode, as messages and the call analysis give it.
+  uint64_t here() const { return options_.base_offset + op_pos_; }
 
   /// A tuple of `items` (whose references it takes over), held once for its owner.
   Value* tuple(std::vector<Value*> items) { return graph_.make_tuple(std::move(items)); }
@@ -291,10 +240,20 @@ class Machine {
     return int_from_le_bytes(as_bytes(bytes));
   }
 
+  /// An object is written back as CPython writes one (its APPENDS, then its
+  /// SETITEMS, then its BUILDs), so a pickle that adds to an object in
+  /// another order, which loads differently, is refused rather than changed.
+  void refuse_out_of_order(const Value& target, const char* opcode, bool after_setitems) {
+    if (target.kind != ValueKind::kObject || (target.states().empty() && !after_setitems)) return;
+    fail(std::string(opcode) + " on an object after its " + (target.states().empty() ? "SETITEMS" : "BUILD") +
+             ", an order CPython's pickler never writes and ckptfix could not write back",
+         ErrorKind::kUnsupported);
+  }
   /// Appends `items` (taking over their references) to a list or object.
   void append_to(Value* target, const std::vector<Value*>& items) {
     if (target->kind == ValueKind::kList || target->kind == ValueKind::kObject) {
-      mark_added(target, items);
+      if (!items.empty()) refuse_out_of_order(*target, "APPENDS", !target->entries().empty());
+      calls_.added(*target, items, CallAnalysis::Addition::kAppends, here());
       target->items.insert(target->items.end(), items.begin(), items.end());
     } else {
       for (Value* item : items) release(item);
@@ -305,7 +264,8 @@ class Machine {
   void set_items(Value* target, const std::vector<Value*>& kv) {
     if (kv.size() % 2 != 0) fail("SETITEMS with an odd number of stack items");
     if (target->kind != ValueKind::kDict && target->kind != ValueKind::kObject) fail("SETITEM on a value that is not a dict");
-    mark_added(target, kv);
+    if (!kv.empty()) refuse_out_of_order(*target, "SETITEMS", false);
+    calls_.added(*target, kv, CallAnalysis::Addition::kSetItems, here());
     for (size_t i = 0; i < kv.size(); i += 2) target->entries().emplace_back(kv[i], kv[i + 1]);
   }
 
@@ -318,8 +278,10 @@ class Machine {
   std::vector<size_t> marks_;
   std::unordered_map<uint64_t, Value*> memo_;
   std::vector<Value*> release_pending_;
-  std::vector<Value*> call_pending_;
-  std::unordered_map<std::string, GlobalKind> kinds_;  // classify_global of each name the pickle calls
+  // What loading would call; a function held as a value must never be.
+  CallAnalysis calls_{[](const Value& global, GlobalKind kind, uint64_t) {
+    if (kind == GlobalKind::kFunction) throw called_function_error(global.text, global.name());
+  }};
   uint64_t left_in_file_ = 0;  // bytes of the payloads left in the file
   int protocol_ = 0;
   OpcodeSet opcodes_;
@@ -372,7 +334,7 @@ UnpickleResult Machine::loop() {
         }
         for (auto& [index, v] : memo_) release(v);
         memo_.clear();
-        return {root, pos_, protocol_, opcodes_, pos_ - left_in_file_};
+        return {root, pos_, protocol_, opcodes_, pos_ - left_in_file_, calls_.usages()};
       }
 
       // Stack and memo manipulation
@@ -562,7 +524,7 @@ UnpickleResult Machine::loop() {
           for (Value* item : items) release(item);
           fail("ADDITEMS on a value that is not a set");
         }
-        mark_added(target, items);
+        calls_.added(*target, items, CallAnalysis::Addition::kAddItems, here());
         target->items.insert(target->items.end(), items.begin(), items.end());
         break;
       }
@@ -605,7 +567,7 @@ UnpickleResult Machine::loop() {
         std::string name(line());
         Value* cls = global(std::move(module), std::move(name));
         hold(cls);
-        push(object(ObjectCreation::kReduce, cls, owned_tuple(pop_mark())));
+        push(object(ObjectCreation::kReduce, "INST", cls, owned_tuple(pop_mark())));
         break;
       }
       case op::kObj: {
@@ -613,21 +575,21 @@ UnpickleResult Machine::loop() {
         if (items.empty()) fail("OBJ without a class");
         Value* cls = items.front();
         items.erase(items.begin());
-        push(object(ObjectCreation::kReduce, cls, owned_tuple(std::move(items))));
+        push(object(ObjectCreation::kReduce, "OBJ", cls, owned_tuple(std::move(items))));
         break;
       }
       case op::kReduce: {
         Value* args = pop();
         Value* callable = pop();
         if (args->kind != ValueKind::kTuple) fail("REDUCE arguments are not a tuple");
-        push(object(ObjectCreation::kReduce, callable, args));
+        push(object(ObjectCreation::kReduce, "REDUCE", callable, args));
         break;
       }
       case op::kNewObj: {
         Value* args = pop();
         Value* cls = pop();
         if (args->kind != ValueKind::kTuple) fail("NEWOBJ arguments are not a tuple");
-        push(object(ObjectCreation::kNewObj, cls, args));
+        push(object(ObjectCreation::kNewObj, "NEWOBJ", cls, args));
         break;
       }
       case op::kNewObjEx: {
@@ -635,14 +597,15 @@ UnpickleResult Machine::loop() {
         Value* args = pop();
         Value* cls = pop();
         if (args->kind != ValueKind::kTuple || kwargs->kind != ValueKind::kDict) fail("NEWOBJ_EX needs a tuple and a dict");
-        push(object(ObjectCreation::kNewObjEx, cls, args, kwargs));
+        push(object(ObjectCreation::kNewObjEx, "NEWOBJ_EX", cls, args, kwargs));
         break;
       }
       case op::kBuild: {
         Value* state = pop();
         Value* target = top();
         if (target->kind != ValueKind::kObject) fail("BUILD on a value that is not an object");
-        mark_added(target, {state});
+        calls_.added(*target, {&state, 1},
+                     target->states().empty() ? CallAnalysis::Addition::kBuild : CallAnalysis::Addition::kRebuild, here());
         target->states().push_back(state);
         break;
       }

@@ -9,21 +9,14 @@
 // is also what keeps a name from carrying pickle text into what ckptfix
 // writes.
 //
-// What the pickle would call when loaded is judged as well: a function a
-// model may hold as a value (GlobalKind::kFunction: an activation such as
-// torch._C._nn.gelu kept in a module's attributes) is data where it is
-// only held, and refused where loading would call it. Called are: the
-// callable of every REDUCE, NEWOBJ, NEWOBJ_EX, INST and OBJ; everything
-// reachable from a callable that is not a Global (a functools.partial
-// object being called calls what it binds); and everything reachable from
-// the arguments of a callable that calls its arguments
-// (global_policy.h: calls_its_arguments, e.g. _rebuild_from_type_v2 and
-// copyreg's reconstructors), of an unknown callable, or of one that is not
-// a Global. Reachable means through tuples, lists, dicts, sets, objects'
-// calls and states and the memo; a value reached is marked (Value::called)
-// once, and what is later added to a marked container or object (APPEND,
-// SETITEM, ADDITEMS, BUILD) is judged as it is added, so the analysis is
-// linear in the pickle.
+// What loading would do with each global (call it, make an instance of
+// it, or only hold it) is analysed as the values are made
+// (call_analysis.h), so that what the pickle builds and then discards,
+// which still runs when torch loads it, is seen too. A function a model may
+// hold as a value (GlobalKind::kFunction: an activation such as
+// torch._C._nn.gelu kept in a module's attributes) is refused where loading
+// would call it; what else is called is reported (UnpickleResult::globals)
+// for the readers and the writer to judge.
 //
 // Memory follows what the pickle holds, not what it did: a value the pickle
 // discards (POP, the operands of STACK_GLOBAL, the memo and stack left at
@@ -47,6 +40,7 @@
 #include <string>
 
 #include "ckptfix/error.h"
+#include "pickle/call_analysis.h"
 #include "pickle/value.h"
 
 namespace ckptfix {
@@ -59,14 +53,20 @@ struct UnpickleResult {
   /// Bytes of the pickle held in memory: `length` less the payloads left
   /// in the file (UnpickleOptions::leave_in_file_from).
   uint64_t held_bytes = 0;
+  /// The globals loading would call or make instances of, with the
+  /// strongest such use of each (call_analysis.h), discarded values
+  /// included; a global named and only held is not listed (on_global is
+  /// told of every one).
+  std::vector<GlobalUsage> globals;
 };
 
 struct UnpickleOptions {
   /// Added to offsets in messages (a pickle embedded in a larger file).
   uint64_t base_offset = 0;
-  /// Called for every Global as it is read (module, name); may throw.
-  /// The default refuses dangerous globals.
-  std::function<void(const std::string&, const std::string&)> on_global;
+  /// Called for every Global as it is read (module, name, the offset of its
+  /// opcode with base_offset added); may throw. The default refuses
+  /// dangerous globals.
+  std::function<void(const std::string&, const std::string&, uint64_t)> on_global;
   /// Values, MARKs and memo entries held at once; beyond, Error(kLimit)
   /// naming ReadLimits::max_pickle_values. 0: no limit.
   uint64_t max_values = 0;
@@ -96,7 +96,7 @@ bool is_truncated_pickle(const Error& e);
 
 /// The default global check: throws Error(kUnsafe) naming a known gadget
 /// (global_policy.h).
-void refuse_dangerous_global(const std::string& module, const std::string& name);
+void refuse_dangerous_global(const std::string& module, const std::string& name, uint64_t offset = 0);
 
 /// The Error(kUnsafe) for a gadget; `matched` is the rule that matched.
 Error dangerous_global_error(const std::string& module, const std::string& name, const std::string& matched);

@@ -53,6 +53,9 @@ enum class ObjectCreation : uint8_t {
 
 struct Value;
 
+/// An offset in the pickle that nothing has (a value a pass made).
+inline constexpr uint64_t kNoOffset = ~uint64_t{0};
+
 /// What only some kinds of value have: dict items, a global's name, an
 /// object's call and state, a persistent id. Kept apart from Value so that
 /// the common values (numbers, strings, tuples, lists) stay small.
@@ -71,6 +74,10 @@ struct ValueParts {
   /// empty until someone reads it in (model/payloads.h).
   uint64_t in_file_offset = 0;
   uint64_t in_file_length = 0;  ///< 0: the payload is in `text`
+  /// A Global's or Object's place in the input: the offset of the opcode
+  /// that named or made it (GLOBAL, REDUCE, NEWOBJ, ...), the unpickler's
+  /// base_offset included; kNoOffset for values the passes made.
+  uint64_t op_offset = kNoOffset;
 };
 
 /// One value of the graph (88 bytes; dicts, globals, objects, persistent
@@ -80,7 +87,6 @@ struct Value {
   ValueKind kind = ValueKind::kNone;
   bool boolean = false;
   bool freed = false;    ///< its slot is free for reuse (see ValueGraph::free)
-  bool called = false;   ///< the unpickling would call it, or pass it to a call that calls it (unpickler.h)
   int32_t storage = -1;  ///< kPersistentId: index into the checkpoint's storages, when it is a torch storage
   uint32_t refs = 0;     ///< references held while the pickle is read (the reader frees a value that loses its last)
   union {
@@ -117,6 +123,9 @@ struct Value {
   bool in_file() const { return parts_ != nullptr && parts_->in_file_length != 0; }
   uint64_t in_file_offset() const { return parts().in_file_offset; }
   uint64_t in_file_length() const { return parts().in_file_length; }
+  /// Where the opcode that named or made it is (ValueParts::op_offset).
+  uint64_t op_offset() const { return parts().op_offset; }
+  void set_op_offset(uint64_t offset) { parts().op_offset = offset; }
   void set_in_file(uint64_t offset, uint64_t length) {
     parts().in_file_offset = offset;
     parts().in_file_length = length;
@@ -141,7 +150,6 @@ struct Value {
     kind = k;
     boolean = false;
     freed = false;
-    called = false;
     storage = -1;
     refs = 0;
     integer = 0;

@@ -170,7 +170,9 @@ namespace {
 
 SaveResult save_verified(const Checkpoint& checkpoint, const std::filesystem::path& path, const SaveOptions& options,
                          const SaveSeams& seams) {
-  if (options.verify) require_gpu_if_asked(options.verify_options.gpu);  // before writing anything
+  // Before writing anything: what the output's pickle would call, and the GPU asked for.
+  refuse_unknown_calls(checkpoint, options.allow_globals);
+  if (options.verify) require_gpu_if_asked(options.verify_options.gpu);
   AtomicFile out(path, options.overwrite);
   SaveResult result;
   try {

@@ -21,7 +21,7 @@ int main(int argc, char** argv) {
   try {
     ckptfix::ValueGraph graph;
     ckptfix::UnpickleOptions options;
-    options.on_global = [](const std::string&, const std::string&) {};
+    options.on_global = [](const std::string&, const std::string&, uint64_t) {};
     const auto parsed = ckptfix::unpickle(ckptfix::as_bytes(bytes), graph, options);
     std::cout << ckptfix::pickle_protocol2(parsed.root);
   } catch (const ckptfix::Error& e) {

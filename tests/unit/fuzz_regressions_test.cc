@@ -35,7 +35,7 @@ const std::map<std::string, Target> kTargets = {
     {"legacy", ckptfix::fuzz::legacy}, {"safetensors", ckptfix::fuzz::safetensors},
     {"shard_index", ckptfix::fuzz::shard_index},
     {"dcp_metadata", ckptfix::fuzz::dcp_metadata}, {"file_graph", ckptfix::fuzz::file_graph},
-    {"salvage", ckptfix::fuzz::salvage}};
+    {"salvage", ckptfix::fuzz::salvage}, {"call_policy", ckptfix::fuzz::call_policy}};
 
 std::set<std::string> pending_inputs(const fs::path& dir) {
   std::set<std::string> out;

@@ -85,12 +85,16 @@ TEST(Unpickler, StackGlobalIsCheckedLikeGlobal) {
 TEST(Unpickler, RefusesCallsOfFunctionsHeldAsValues) {
   // Held: {'act': gelu, 'norm': partial(LayerNorm)} is data.
   ValueGraph held;
-  const Value* root = parse(held, PickleBytes().proto().raw("}(").unicode("act").global("torch._C._nn", "gelu")
-                                      .unicode("norm").global("functools", "partial")
-                                      .raw("(").global("mypkg", "LayerNorm").raw("tR").raw("u").stop().str());
-  ASSERT_EQ(root->entries().size(), 2u);
-  EXPECT_TRUE(root->entries()[0].second->is_global("torch._C._nn", "gelu"));
-  EXPECT_FALSE(root->entries()[0].second->called);
+  const UnpickleResult r = unpickle(as_bytes(PickleBytes().proto().raw("}(").unicode("act").global("torch._C._nn", "gelu")
+                                                 .unicode("norm").global("functools", "partial")
+                                                 .raw("(").global("mypkg", "LayerNorm").raw("tR").raw("u").stop().str()),
+                                    held);
+  ASSERT_EQ(r.root->entries().size(), 2u);
+  EXPECT_TRUE(r.root->entries()[0].second->is_global("torch._C._nn", "gelu"));
+  // Uses beyond holding are reported: only the partial is called.
+  ASSERT_EQ(r.globals.size(), 1u);
+  EXPECT_EQ(r.globals[0].name, "partial");
+  EXPECT_EQ(r.globals[0].use, GlobalUse::kCalled);
   const std::string refused = "the pickle calls 'torch._C._nn.gelu' while it is loaded";
   // Called directly, through the memo, as a partial, as an unknown class's argument.
   for (const std::string& pickle : {
