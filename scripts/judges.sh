@@ -19,17 +19,16 @@
 #
 # The roots live under $CKPTFIX_JUDGE_ROOTS (default /var/cache/ckptfix/judges):
 # the one setting the tests read to find them. Each is made once by mmdebstrap
-# (about a minute and 1-2 GB each) and kept; `provision` remakes a root only
-# when its package list changed. `run` enters a root in a private mount
-# namespace with /proc, /dev, this repository and $CKPTFIX_JUDGE_BIND
-# (colon-separated directories, e.g. a build folder outside the repository)
-# mounted at their own paths, so commands see the same absolute paths inside
-# as outside. Needs root (or sudo), like apt-get.
+# (scripts/debian_root.sh; about a minute and 1-2 GB each) and kept;
+# `provision` remakes a root only when its package list changed. `run` enters
+# a root in a private mount namespace with /proc, /dev, this repository and
+# $CKPTFIX_JUDGE_BIND (colon-separated directories, e.g. a build folder
+# outside the repository) mounted at their own paths, so commands see the
+# same absolute paths inside as outside. Needs root (or sudo), like apt-get.
 set -eu
 
-REPO="$(cd "$(dirname "$0")/.." && pwd)"
+HERE="$(cd "$(dirname "$0")" && pwd)"
 ROOTS="${CKPTFIX_JUDGE_ROOTS:-/var/cache/ckptfix/judges}"
-MIRROR="${CKPTFIX_DEBIAN_MIRROR:-http://deb.debian.org/debian}"
 
 # What every root needs to judge: torch and its friends, and the shared
 # libraries a ckptfix built on the host loads.
@@ -63,36 +62,14 @@ suite_of() {
 
 provision_one() {
   name="$1"
-  pkgs="$(packages_of "$name")"
   dir="$ROOTS/$name"
-  if [ -f "$dir/.ckptfix-packages" ] && [ "$(cat "$dir/.ckptfix-packages")" = "$pkgs" ]; then
+  was="$(cat "$dir/.ckptfix-root" 2>/dev/null || true)"
+  "$HERE/debian_root.sh" make "$dir" "$(suite_of "$name")" "$(packages_of "$name")" --variant=apt
+  if [ "$(cat "$dir/.ckptfix-root")" = "$was" ] && [ -f "$dir/.ckptfix-torch-version" ]; then
     echo "judges: $name is ready ($dir)"
     return 0
   fi
-  if ! command -v mmdebstrap >/dev/null 2>&1; then
-    echo "judges: installing mmdebstrap"
-    $SUDO apt-get update -q
-    DEBIAN_FRONTEND=noninteractive $SUDO apt-get install -y -q --no-install-recommends mmdebstrap
-  fi
-  echo "judges: making the $name root in $dir (about a minute)"
-  $SUDO mkdir -p "$ROOTS"
-  $SUDO rm -rf "$dir.new"
-  # sid's Release file may be past its Valid-Until between mirror pushes.
-  # One retry: a mirror push in the middle of a download fails it once.
-  for attempt in 1 2; do
-    if $SUDO mmdebstrap --quiet --variant=apt --aptopt='Acquire::Check-Valid-Until "false"' \
-        --include="$pkgs" "$(suite_of "$name")" "$dir.new" "$MIRROR"; then
-      break
-    fi
-    $SUDO rm -rf "$dir.new"
-    [ "$attempt" = 1 ] || { echo "judges: could not make the $name root" >&2; exit 1; }
-    echo "judges: mmdebstrap failed; trying once more" >&2
-  done
-  $SUDO rm -rf "$dir"
-  $SUDO mv "$dir.new" "$dir"
   run_in "$name" /usr/bin/python3 -c 'import torch; print(torch.__version__)' | $SUDO tee "$dir/.ckptfix-torch-version" >/dev/null
-  # Written last: a root without it is incomplete and is made again.
-  echo "$pkgs" | $SUDO tee "$dir/.ckptfix-packages" >/dev/null
   echo "judges: $name ready: torch $(cat "$dir/.ckptfix-torch-version")"
 }
 
@@ -100,24 +77,7 @@ provision_one() {
 run_in() {
   name="$1"
   shift
-  dir="$ROOTS/$name"
-  binds="$REPO${CKPTFIX_JUDGE_BIND:+:$CKPTFIX_JUDGE_BIND}"
-  # The mounts exist only in the new mount namespace: nothing to clean up,
-  # and parallel runs do not see each other's.
-  exec_env="PATH=/usr/local/sbin:/usr/local/bin:/usr/sbin:/usr/bin:/sbin:/bin HOME=/root"
-  $SUDO unshare --mount --propagation private -- sh -eu -c '
-    dir="$1"; binds="$2"; cwd="$3"; shift 3
-    mount -t proc proc "$dir/proc"
-    mount --rbind /dev "$dir/dev"
-    old_ifs="$IFS"; IFS=":"
-    for b in $binds; do
-      [ -n "$b" ] && [ -d "$b" ] || continue
-      mkdir -p "$dir$b"
-      mount --rbind "$b" "$dir$b"
-    done
-    IFS="$old_ifs"
-    exec chroot "$dir" /bin/sh -c "cd \"\$0\" 2>/dev/null || cd /; exec \"\$@\"" "$cwd" "$@"
-  ' judge "$dir" "$binds" "$(pwd)" env $exec_env "$@"
+  "$HERE/debian_root.sh" run "$ROOTS/$name" "$@"
 }
 
 cmd="${1:-}"
@@ -134,7 +94,7 @@ case "$cmd" in
       if [ "$n" = local ]; then
         v="$(/usr/bin/python3 -c 'import torch; print(torch.__version__)' 2>/dev/null || echo 'no torch')"
         echo "local   /usr/bin/python3   torch $v"
-      elif [ -f "$ROOTS/$n/.ckptfix-packages" ]; then
+      elif [ -f "$ROOTS/$n/.ckptfix-root" ]; then
         v="$(run_in "$n" /usr/bin/python3 -c 'import torch; print(torch.__version__)' 2>/dev/null || echo '?')"
         echo "$n  $ROOTS/$n   torch $v"
       else
@@ -145,7 +105,7 @@ case "$cmd" in
   path)
     [ $# -eq 1 ] || { echo "usage: judges.sh path NAME" >&2; exit 2; }
     packages_of "$1" >/dev/null
-    [ -f "$ROOTS/$1/.ckptfix-packages" ] || exit 1
+    [ -f "$ROOTS/$1/.ckptfix-root" ] || exit 1
     echo "$ROOTS/$1"
     ;;
   run)
@@ -156,7 +116,7 @@ case "$cmd" in
       exec "$@"
     fi
     packages_of "$name" >/dev/null
-    if [ ! -f "$ROOTS/$name/.ckptfix-packages" ]; then
+    if [ ! -f "$ROOTS/$name/.ckptfix-root" ]; then
       echo "judges.sh: judge '$name' is not provisioned in $ROOTS (run scripts/judges.sh provision $name)" >&2
       exit 3
     fi

@@ -9,7 +9,9 @@ cd "$(dirname "$0")/.."
 # present in /usr/local/cuda; it is not an apt package here. clang and its
 # libFuzzer runtime build the fuzz targets (scripts/fuzz.sh); omegaconf lets
 # the tests save real OmegaConf configs, a common non-tensor payload.
-PACKAGES="g++ cmake ninja-build pkg-config git time
+# python3-venv, qemu-user-static and podman test the release (a wheel in a
+# fresh venv, the aarch64 binary, the container image: docs/release.md).
+PACKAGES="g++ cmake ninja-build pkg-config git time python3-venv qemu-user-static podman
   libcli11-dev nlohmann-json3-dev zlib1g-dev libdeflate-dev libxxhash-dev
   libgtest-dev libgmock-dev libbenchmark-dev
   clang libfuzzer-14-dev

@@ -7,7 +7,12 @@
 #      UndefinedBehaviorSanitizer (judged by the local torch);
 #   3. the whole suite built and run inside the sid root: g++ 16, CMake 4,
 #      LibTorch 2.x, judged by that root's torch;
-#   4. every libFuzzer target (clang, ASan + UBSan) for 60 s, failing on any
+#   4. the release: portable x86_64 and aarch64 binaries, wheels and the
+#      container context built in a Debian bullseye root, then tested in bare
+#      roots of bullseye to sid, under qemu, in a fresh venv and as a
+#      container image (scripts/release.sh, scripts/release_test.sh;
+#      scripts/release_check.sh, run by hand, builds twice and compares);
+#   5. every libFuzzer target (clang, ASan + UBSan) for 60 s, failing on any
 #      finding (scripts/fuzz.sh; CKPTFIX_FUZZ_SECONDS changes the budget).
 # Every judge is required here (CKPTFIX_REQUIRE_JUDGES=1): a missing one fails.
 set -eu
@@ -35,6 +40,9 @@ echo "== tests (inside the sid root: newest g++, CMake, LibTorch and torch)"
   cmake -S . -B build-sid -G Ninja -DCMAKE_BUILD_TYPE=Release -DCKPTFIX_JUDGES=local
   cmake --build build-sid
   ctest --test-dir build-sid --output-on-failure -j "$(nproc)"'
+echo "== release (docs/release.md)"
+./scripts/release.sh build/dist
+./scripts/release_test.sh build/dist
 echo "== fuzzing (every target for ${CKPTFIX_FUZZ_SECONDS:-60} s)"
 ./scripts/fuzz.sh "${CKPTFIX_FUZZ_SECONDS:-60}"
 echo "== all tests passed"

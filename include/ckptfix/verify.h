@@ -106,4 +106,17 @@ VerifyReport verify_file(const std::filesystem::path& file, const VerifyOptions&
 /// usable: what verify_file and save() do before reading or writing anything.
 void require_gpu_if_asked(GpuMode mode);
 
+/// What this build has for the GPU load test, and what it finds here.
+struct GpuSupport {
+  bool built_in = false;       ///< built with the CUDA runtime (linked statically) and the checking kernel
+  std::string cuda_runtime;    ///< that runtime's version, "13.0" (built in only)
+  std::string minimum_driver;  ///< the oldest NVIDIA driver it runs on, "580.65.06" (built in only)
+  bool usable = false;         ///< a CUDA device is usable on this machine now
+  std::string device;          ///< "NVIDIA H100 80GB HBM3 (cuda:0)", when usable
+  std::string reason;          ///< why not, when not usable ("no NVIDIA driver is installed")
+};
+
+/// Probes once per process (the CUDA driver, if any, is loaded to ask it).
+GpuSupport gpu_support();
+
 }  // namespace ckptfix

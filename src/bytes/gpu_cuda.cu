@@ -15,6 +15,7 @@
 #include <vector>
 
 #include "ckptfix/error.h"
+#include "bytes/gpu_driver.h"
 #include "bytes/load_test_device.h"
 
 namespace ckptfix {
@@ -200,11 +201,16 @@ bool gpu_support_built() { return true; }
 const GpuStatus& gpu_status() {
   static const GpuStatus status = [] {
     GpuStatus s;
+    s.runtime = cuda_version_text(CUDART_VERSION);
     int count = 0;
     const cudaError_t err = cudaGetDeviceCount(&count);
-    if (err == cudaErrorInsufficientDriver || err == cudaErrorNoDevice) {
-      s.reason = err == cudaErrorNoDevice ? "no CUDA device (" + describe(err) + ")"
-                                          : "no usable CUDA driver (" + describe(err) + ")";
+    if (err == cudaErrorInsufficientDriver) {
+      // The driver's own version and the oldest one this runtime runs on.
+      int driver_cuda = 0;
+      cudaDriverGetVersion(&driver_cuda);
+      s.reason = insufficient_driver_reason(installed_nvidia_driver(), driver_cuda, CUDART_VERSION);
+    } else if (err == cudaErrorNoDevice) {
+      s.reason = "no CUDA device (" + describe(err) + ")";
     } else if (err != cudaSuccess) {
       s.reason = "CUDA is not usable (" + describe(err) + ")";
     } else if (count == 0) {

@@ -8,7 +8,7 @@ namespace ckptfix {
 bool gpu_support_built() { return false; }
 
 const GpuStatus& gpu_status() {
-  static const GpuStatus status{false, "this ckptfix was built without the CUDA Toolkit", ""};
+  static const GpuStatus status{false, "this ckptfix was built without the CUDA Toolkit", "", ""};
   return status;
 }
 

@@ -1,13 +1,14 @@
 #include "bytes/load_test.h"
 
-#include <immintrin.h>
-
 #include <algorithm>
 #include <cstring>
 #include <utility>
 
 #include "ckptfix/error.h"
 #include "dtype_kernels/cpu_features.h"
+#if CKPTFIX_AVX2_KERNELS
+#include <immintrin.h>
+#endif
 #include "io/bytes.h"
 
 namespace ckptfix {
@@ -48,6 +49,7 @@ void add_words_scalar(LoadCheck& c, const std::byte* p, size_t n, uint64_t index
   c.weighted += weighted;
 }
 
+#if CKPTFIX_AVX2_KERNELS
 // The same with AVX2, 8 words a step. Within a run of at most 2^32 words,
 // Σ (index + j + 1)·w_j = (index + 1)·Σ w_j + Σ j·w_j, and j·w_j is a
 // 32×32-bit product (vpmuludq): even words in the low halves of the four
@@ -84,13 +86,13 @@ __attribute__((target("avx2"))) void add_words_avx2(LoadCheck& c, const std::byt
     c.weighted += (index + first + 1) * sum + positioned;
   }
 }
+#endif
 
 void add_words(LoadCheck& c, const std::byte* p, size_t n, uint64_t index) {
-  if (cpu_has_avx2()) {
-    add_words_avx2(c, p, n, index);
-  } else {
-    add_words_scalar(c, p, n, index);
-  }
+#if CKPTFIX_AVX2_KERNELS
+  if (cpu_has_avx2()) return add_words_avx2(c, p, n, index);
+#endif
+  add_words_scalar(c, p, n, index);
 }
 
 // `size` bytes at `p` as words from word `first_word` on, the last one

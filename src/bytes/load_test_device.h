@@ -56,6 +56,7 @@ struct GpuStatus {
   bool usable = false;
   std::string reason;  ///< why not (empty when usable)
   std::string device;  ///< device name (when usable)
+  std::string runtime;  ///< the CUDA runtime built in ("13.0"); empty when none is
 };
 
 /// Probes once per process (cudaGetDeviceCount and device 0's properties).

@@ -14,7 +14,7 @@ int main(int argc, char** argv) {
   raise_open_file_limit();
   CLI::App app{"ckptfix: convert and repair PyTorch checkpoints without Python, never running pickle code"};
   app.require_subcommand(1);
-  app.set_version_flag("--version", version());
+  app.set_version_flag("--version", [] { return version_text(); });
   std::vector<std::pair<std::string, CommandRun>> commands;
   commands.emplace_back("inspect", register_inspect(app));
   commands.emplace_back("convert", register_convert(app));

@@ -312,4 +312,19 @@ const char* version() {
 #endif
 }
 
+std::string version_text() {
+#ifdef CKPTFIX_COMMIT
+  const char* commit = CKPTFIX_COMMIT;
+#else
+  const char* commit = "unknown";
+#endif
+  std::string out = std::string("ckptfix ") + version() + " (commit " + commit + ")\n";
+  const GpuSupport gpu = gpu_support();
+  if (!gpu.built_in) return out + "GPU load test: not built in (verification runs on the CPU)";
+  out += "GPU load test: built in (CUDA runtime " + gpu.cuda_runtime + ", linked statically; needs an NVIDIA driver " +
+         (gpu.minimum_driver.empty() ? std::string("for it") : gpu.minimum_driver + " or newer") + ")\n";
+  return out + "on this machine: " +
+         (gpu.usable ? "usable, " + gpu.device : "not usable, " + gpu.reason + " (verification runs on the CPU)");
+}
+
 }  // namespace ckptfix::cli

@@ -78,6 +78,9 @@ nlohmann::json global_use_json(const GlobalRef& g);
 
 /// Version string.
 const char* version();
+/// What --version prints: version, commit, and whether the GPU load test is
+/// built in and usable here.
+std::string version_text();
 
 /// The input this thread is working on, for the last-resort error line
 /// (see install_last_resort_handlers); empty when none.

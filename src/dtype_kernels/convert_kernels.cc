@@ -9,13 +9,14 @@
 // The statistics (finite -> inf, non-zero -> zero) are counted from masks.
 #include "dtype_kernels/convert_kernels.h"
 
-#include <immintrin.h>
-
 #include <cmath>
 #include <cstdint>
 #include <cstring>
 
 #include "dtype_kernels/cpu_features.h"
+#if CKPTFIX_AVX2_KERNELS
+#include <immintrin.h>
+#endif
 
 namespace ckptfix {
 namespace {
@@ -56,6 +57,7 @@ ConvertStats f32_to_f16_scalar(const std::byte* src, std::byte* dst, size_t coun
   return stats;
 }
 
+#if CKPTFIX_AVX2_KERNELS
 // 8 lanes of 16-bit results in the low halves of 32-bit lanes -> 8 uint16.
 __attribute__((target("avx2"))) inline __m128i pack_low16(__m256i v) {
   const __m256i packed = _mm256_packus_epi32(v, v);  // per 128-bit half: lo4 lo4
@@ -112,15 +114,22 @@ __attribute__((target("avx2,f16c"))) ConvertStats f32_to_f16_avx2(const std::byt
   stats += f32_to_f16_scalar(src + 4 * i, dst + 2 * i, count - i);
   return stats;
 }
+#endif
 
 }  // namespace
 
 ConvertStats convert_f32_to_bf16(const std::byte* src, std::byte* dst, size_t count) {
-  return cpu_has_avx2() ? f32_to_bf16_avx2(src, dst, count) : f32_to_bf16_scalar(src, dst, count);
+#if CKPTFIX_AVX2_KERNELS
+  if (cpu_has_avx2()) return f32_to_bf16_avx2(src, dst, count);
+#endif
+  return f32_to_bf16_scalar(src, dst, count);
 }
 
 ConvertStats convert_f32_to_f16(const std::byte* src, std::byte* dst, size_t count) {
-  return cpu_has_avx2_f16c() ? f32_to_f16_avx2(src, dst, count) : f32_to_f16_scalar(src, dst, count);
+#if CKPTFIX_AVX2_KERNELS
+  if (cpu_has_avx2_f16c()) return f32_to_f16_avx2(src, dst, count);
+#endif
+  return f32_to_f16_scalar(src, dst, count);
 }
 
 ConvertStats convert_f32_to_bf16_reference(const std::byte* src, std::byte* dst, size_t count) {

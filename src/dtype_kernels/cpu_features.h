@@ -1,10 +1,21 @@
 // What the CPU offers the hand-vectorized kernels (conversions, statistics,
 // the GPU load test's checksum), asked once per process.
+//
+// The hand-vectorized kernels are x86-64's (AVX2, F16C) and are compiled
+// only there (CKPTFIX_AVX2_KERNELS); elsewhere (the aarch64 release build)
+// the portable loops run, which the compiler vectorizes for that target.
 #pragma once
 
+#if defined(__x86_64__)
+#define CKPTFIX_AVX2_KERNELS 1
 #include <cpuid.h>
+#else
+#define CKPTFIX_AVX2_KERNELS 0
+#endif
 
 namespace ckptfix {
+
+#if CKPTFIX_AVX2_KERNELS
 
 /// AVX2 usable: by the CPU and by the operating system (which must save the
 /// YMM registers; __builtin_cpu_supports checks both).
@@ -23,5 +34,9 @@ inline bool cpu_has_avx2_f16c() {
   }();
   return yes;
 }
+#else
+inline bool cpu_has_avx2() { return false; }
+inline bool cpu_has_avx2_f16c() { return false; }
+#endif
 
 }  // namespace ckptfix

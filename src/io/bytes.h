@@ -30,6 +30,16 @@ inline void store_le(std::byte* p, T v) {
   std::memcpy(p, &v, sizeof v);
 }
 
+/// The bits of `from` as a `To` of the same size: std::bit_cast, which the
+/// release build's compiler (g++ 10, for glibc 2.31: docs/release.md) lacks.
+template <typename To, typename From>
+inline To copy_bits(const From& from) {
+  static_assert(sizeof(To) == sizeof(From));
+  To to;
+  std::memcpy(&to, &from, sizeof to);
+  return to;
+}
+
 /// Appends v little-endian to a byte string.
 template <typename T>
 inline void append_le(std::string& out, T v) {

@@ -301,7 +301,7 @@ std::string json_quote(std::string_view text) {
 std::string json_quote_ascii(std::string_view text) {
   std::string out = "\"";
   auto u = [&](uint32_t unit) {
-    char buf[8];
+    char buf[16];  // "\\uXXXX" for a 16-bit unit; room for any uint32_t, which g++ 10 counts
     std::snprintf(buf, sizeof buf, "\\u%04x", unit);
     out += buf;
   };

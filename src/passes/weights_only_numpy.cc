@@ -9,7 +9,6 @@
 // leave_payloads_in_file) become a storage read from there when the output
 // is written, decoded from latin-1 text on the way: memory stays flat
 // however large the array.
-#include <bit>
 #include <cstring>
 #include <optional>
 #include <unordered_map>
@@ -167,13 +166,13 @@ uint64_t load_uint(const char* p, size_t size, bool big_endian) {
 double load_float(const char* p, size_t size, bool big_endian) {
   const uint64_t bits = load_uint(p, size, big_endian);
   if (size == 2) return half_bits_to_float(static_cast<uint16_t>(bits));
-  if (size == 4) return std::bit_cast<float>(static_cast<uint32_t>(bits));
-  return std::bit_cast<double>(bits);
+  if (size == 4) return copy_bits<float>(static_cast<uint32_t>(bits));
+  return copy_bits<double>(bits);
 }
 
 Value* make_float(ValueGraph& g, double d) {
   Value* v = g.make(ValueKind::kFloat);
-  v->float_bits = std::bit_cast<uint64_t>(d);
+  v->float_bits = copy_bits<uint64_t>(d);
   return v;
 }
 
@@ -202,7 +201,7 @@ bool become_scalar(RepairContext& ctx, Value& v, const NumpyType& t, const std::
     }
   } else if (t.kind == 'f') {
     v.reset(ValueKind::kFloat);
-    v.float_bits = std::bit_cast<uint64_t>(load_float(p, t.size, t.big_endian));
+    v.float_bits = copy_bits<uint64_t>(load_float(p, t.size, t.big_endian));
   } else if (t.kind == 'c') {
     const double re = load_float(p, t.size / 2, t.big_endian), im = load_float(p + t.size / 2, t.size / 2, t.big_endian);
     v.reset(ValueKind::kObject);

@@ -1,7 +1,5 @@
 #include "stats/stats_kernels.h"
 
-#include <immintrin.h>
-
 #include <algorithm>
 #include <array>
 #include <cmath>
@@ -11,6 +9,9 @@
 #include "ckptfix/stats.h"
 #include "dtype_kernels/convert.h"
 #include "dtype_kernels/cpu_features.h"
+#if CKPTFIX_AVX2_KERNELS
+#include <immintrin.h>
+#endif
 
 namespace ckptfix {
 namespace {
@@ -50,6 +51,7 @@ BlockStats f32_scalar(const float* x, size_t n) {
   return s;
 }
 
+#if CKPTFIX_AVX2_KERNELS
 // 8 floats a step: lanes 0-3 in `lo`, 4-7 in `hi` (element j goes to lane
 // j % 8, as in the scalar loop, and each lane adds in the same order).
 __attribute__((target("avx2"))) BlockStats f32_avx2(const float* x, size_t n) {
@@ -103,8 +105,14 @@ __attribute__((target("avx2"))) BlockStats f32_avx2(const float* x, size_t n) {
   s.sum = combine(lanes);
   return s;
 }
+#endif
 
-BlockStats f32_block(const float* x, size_t n) { return cpu_has_avx2() ? f32_avx2(x, n) : f32_scalar(x, n); }
+BlockStats f32_block(const float* x, size_t n) {
+#if CKPTFIX_AVX2_KERNELS
+  if (cpu_has_avx2()) return f32_avx2(x, n);
+#endif
+  return f32_scalar(x, n);
+}
 
 BlockStats f64_block(const std::byte* p, size_t n) {
   BlockStats s;
@@ -155,6 +163,7 @@ BlockStats bf16_block(const std::byte* p, size_t n) {
   return f32_block(x, n);
 }
 
+#if CKPTFIX_AVX2_KERNELS
 // float16 by F16C's VCVTPH2PS, 8 at a time: the same floats as
 // half_bits_to_float (c10's conversion, written to equal it).
 __attribute__((target("avx2,f16c"))) BlockStats f16_block_f16c(const std::byte* p, size_t n) {
@@ -166,9 +175,12 @@ __attribute__((target("avx2,f16c"))) BlockStats f16_block_f16c(const std::byte* 
   for (; j < n; ++j) x[j] = half_bits_to_float(load<uint16_t>(p, j));
   return f32_block(x, n);
 }
+#endif
 
 BlockStats f16_block(const std::byte* p, size_t n) {
+#if CKPTFIX_AVX2_KERNELS
   if (cpu_has_avx2_f16c()) return f16_block_f16c(p, n);
+#endif
   return widened(p, n, 2, [](const std::byte* q) { return half_bits_to_float(load<uint16_t>(q, 0)); });
 }
 

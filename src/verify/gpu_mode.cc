@@ -2,6 +2,7 @@
 #include "ckptfix/error.h"
 #include "ckptfix/verify.h"
 #include "bytes/gpu.h"
+#include "bytes/gpu_driver.h"
 
 namespace ckptfix {
 
@@ -39,6 +40,18 @@ GpuReport plan_gpu(GpuMode mode) {
 }
 
 void require_gpu_if_asked(GpuMode mode) { plan_gpu(mode); }
+
+GpuSupport gpu_support() {
+  const GpuStatus& status = gpu_status();
+  GpuSupport s;
+  s.built_in = gpu_support_built();
+  s.cuda_runtime = status.runtime;
+  if (s.built_in) s.minimum_driver = minimum_nvidia_driver(std::stoi(status.runtime));
+  s.usable = status.usable;
+  s.device = status.device;
+  s.reason = status.reason;
+  return s;
+}
 
 void GpuReport::add(const GpuReport& other) {
   storages += other.storages;
