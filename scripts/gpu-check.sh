@@ -24,3 +24,7 @@ cmake -S . -B "$BUILD" -G Ninja -DCMAKE_BUILD_TYPE=Release -DCMAKE_PREFIX_PATH="
   -DCKPTFIX_JUDGES=local -DCKPTFIX_PYTHON="$PYTHON" -DCKPTFIX_BUILD_BENCH=OFF
 cmake --build "$BUILD" -j "$(nproc)"
 CKPTFIX_REQUIRE_JUDGES=1 ctest --test-dir "$BUILD" -j "$(nproc)" --output-on-failure
+
+# The Python package's loader onto the GPU against torch.load(mmap=True) and
+# safetensors (docs/python.md): 4 GiB, page cache warm.
+"$PYTHON" bench/python_load.py --ckptfix "$BUILD/ckptfix" --device cuda --size-mib 4096 --rounds 3

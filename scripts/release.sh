@@ -148,7 +148,7 @@ for arch in x86_64 aarch64; do
   archive "$WORK/stage" "$name"
 
   python3 scripts/make_wheel.py --binary "$stage/bin/ckptfix" --version "$VERSION" \
-    --platform "manylinux_2_31_$arch" --out-dir "$OUT" --readme README.md \
+    --platform "manylinux_2_31_$arch" --out-dir "$OUT" --readme README.md --package-dir python/ckptfix \
     --license LICENSE $(for f in "$stage"/licenses/*; do printf -- '--license %s ' "$f"; done)
 
   # The container's build context (Containerfile): the binary and the parts

@@ -317,6 +317,11 @@ class Checkpoint {
   /// A zero-copy view of a stored, little-endian storage's bytes in the
   /// mapped file, or an empty span when the storage is deflated or big-endian.
   std::span<const std::byte> map_storage(size_t storage) const;
+  /// The path of the file StorageSource::offset is an offset into: the
+  /// checkpoint's own, or one of a shard set's shards; empty when there is
+  /// none (built in memory, a zip inside a distributed checkpoint's
+  /// .distcp file, a tensor assembled from its chunks).
+  std::string storage_file(size_t storage) const;
   /// Keeps the mapped file alive (for zero-copy views that outlive the Checkpoint).
   std::shared_ptr<const void> mapping_owner() const;
 

@@ -32,6 +32,16 @@ std::span<const std::byte> Checkpoint::map_storage(size_t storage) const {
   });
 }
 
+std::string Checkpoint::storage_file(size_t storage) const {
+  const Storage& s = impl_->storages.at(storage);
+  const StorageSource::Encoding e = s.source.encoding;
+  if (e == StorageSource::Encoding::kMemory || e == StorageSource::Encoding::kGathered) return "";
+  const InputFile& input = impl_->input_of(s);
+  // Offsets are into a file of its own only when it has one: not for
+  // in-memory inputs, nor slices (a zip inside a .distcp file).
+  return input.fd() < 0 ? "" : input.path().string();
+}
+
 std::shared_ptr<const void> Checkpoint::mapping_owner() const {
   if (impl_->shards.empty()) return impl_->file;
   auto all = std::make_shared<std::vector<std::shared_ptr<const InputFile>>>(impl_->shards);

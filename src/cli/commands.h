@@ -20,6 +20,7 @@ CommandRun register_fix(CLI::App& app);
 CommandRun register_verify(CLI::App& app);
 CommandRun register_diff(CLI::App& app);
 CommandRun register_check(CLI::App& app);
+CommandRun register_layout(CLI::App& app);
 CommandRun register_weights_only(CLI::App& app);
 CommandRun register_salvage(CLI::App& app);
 

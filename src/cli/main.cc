@@ -28,6 +28,7 @@ int main(int argc, char** argv) {
   commands.emplace_back("check", register_check(app));
   commands.emplace_back("weights-only", register_weights_only(app));
   commands.emplace_back("salvage", register_salvage(app));
+  commands.emplace_back("layout", register_layout(app));
 
   // CLI11 would call an unknown command an unexpected argument; say it plainly.
   if (argc > 1 && argv[1][0] != '-') {

@@ -55,6 +55,7 @@ constexpr std::pair<std::string_view, std::string_view> kFlagOfOption[] = {
     {"drop_aliases", "--drop-aliases"},
     {"metadata", "--metadata"},
     {"max_shard_size", "--max-shard-size"},
+    {"stage", "--stage DIR"},
 };
 
 // Phrases of the library that the command line says its own way.

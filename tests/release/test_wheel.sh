@@ -150,4 +150,29 @@ if ! cmp -s "$TMP/before.txt" "$TMP/after.txt"; then
   fail "pip uninstall -y ckptfix did not restore the venv"
 fi
 echo "pip uninstall: venv restored ($(wc -l < "$TMP/before.txt" | tr -d ' ') paths)"
+
+# The package itself, with a torch (issue 35): a venv of /usr/bin/python3
+# that sees its distro torch, the wheel installed into it, and ckptfix.load
+# judged by that torch's torch.load.
+if /usr/bin/python3 -c 'import torch' 2>/dev/null; then
+  /usr/bin/python3 -m venv --system-site-packages "$TMP/torch-venv" >/dev/null 2>&1 || fail "venv of /usr/bin/python3"
+  "$TMP/torch-venv/bin/pip" install -q --no-index "$WHEEL" || fail "pip install into the torch venv"
+  (cd "$TMP" && "$TMP/torch-venv/bin/python" - "$FIXTURE" <<'EOF'
+import sys
+import ckptfix, torch
+path = sys.argv[1]
+sd = ckptfix.load(path, key="state_dict", strip_prefix="module.")
+ref = torch.load(path, map_location="cpu", weights_only=False)["state_dict"]
+assert [k[len("module."):] for k in ref] == list(sd), (list(ref), list(sd))
+for (_, want), got in zip(ref.items(), sd.values()):
+    assert want.dtype == got.dtype and want.shape == got.shape and want.stride() == got.stride()
+    assert torch.equal(want, got)
+assert ckptfix.executable().startswith(sys.prefix), ckptfix.executable()
+print(f"ckptfix.load in a venv of Python {sys.version.split()[0]} with torch {torch.__version__}: "
+      f"{len(sd)} tensors as torch.load gives them")
+EOF
+  ) || fail "ckptfix.load from the installed wheel"
+else
+  echo "ckptfix.load check: skipped (/usr/bin/python3 has no torch)"
+fi
 echo "test_wheel: ok"

@@ -1,0 +1,159 @@
+"""ckptfix's commands as functions: each runs the binary with --json and
+returns its JSON report as a dict (the same document the command prints;
+docs/cli.md describes every field)."""
+from __future__ import annotations
+
+import os
+from typing import Any, Dict, Mapping, Optional, Sequence, Union
+
+from ._binary import flag_list, run_json
+
+Path = Union[str, "os.PathLike[str]"]
+Report = Dict[str, Any]
+
+
+def _paths(paths: Union[Path, Sequence[Path]]) -> list:
+    if isinstance(paths, (str, os.PathLike)):
+        return [os.fspath(paths)]
+    return [os.fspath(p) for p in paths]
+
+
+def _write_flags(dst: Path, *, force: bool, verify: bool, allow_globals: Sequence[str],
+                 torch: Optional[str]) -> list:
+    args = ["-o", os.fspath(dst), "--json"]
+    if force:
+        args.append("--force")
+    if not verify:
+        args.append("--no-verify")
+    if torch:
+        args += ["--torch", str(torch)]
+    return args + flag_list("--allow-global", allow_globals)
+
+
+def inspect(path: Path, *, torch: Optional[str] = None, stats: bool = False) -> Report:
+    """`ckptfix inspect --json`: format, tensors, state dicts, globals (with
+    what loading does with each), and whether each torch release's default
+    torch.load would load the file. Reads no tensor byte unless `stats`."""
+    args = ["inspect", "--json", os.fspath(path)]
+    if torch:
+        args += ["--torch", str(torch)]
+    if stats:
+        args.append("--stats")
+    return run_json(args)
+
+
+def check(paths: Union[Path, Sequence[Path]], *, torch: Optional[Union[str, Sequence[str]]] = None,
+          allow_globals: Sequence[str] = (), device: Optional[str] = None, no_prefix: Sequence[str] = (),
+          dtypes: Optional[Sequence[str]] = None, crc: bool = False, finite: bool = False,
+          key: Sequence[str] = ()) -> Report:
+    """`ckptfix check --json`: the CI gate's rules. Returns the report; an
+    input with violations has status "failed" and its `violations` (that is
+    the gate failing, not an error). Raises CheckpointError only when the
+    command itself cannot run (a usage error)."""
+    args = ["check", "--json", *_paths(paths)]
+    if torch:
+        args += ["--torch", torch if isinstance(torch, str) else ",".join(torch)]
+    if device:
+        args += ["--device", device]
+    if dtypes:
+        args += ["--dtype", ",".join(dtypes)]
+    if crc:
+        args.append("--crc")
+    if finite:
+        args.append("--finite")
+    args += flag_list("--allow-global", allow_globals) + flag_list("--no-prefix", no_prefix) + flag_list("--key", key)
+    return run_json(args, failed_inputs_are_errors=False)
+
+
+def fix(src: Path, dst: Path, *, strip_prefix: Union[None, bool, str] = None, auto_prefix: bool = False,
+        add_prefix: Optional[str] = None, to: Optional[str] = None, map: Optional[Mapping[str, str]] = None,
+        dtype: Optional[str] = None, cast_from: Sequence[str] = (), keep: Sequence[str] = (),
+        key: Sequence[str] = (), weights_only: bool = False, drop_unknown: bool = False,
+        allow_globals: Sequence[str] = (), torch: Optional[str] = None, force: bool = False,
+        verify: bool = True) -> Report:
+    """`ckptfix fix`: several passes in one read and write (strip, then
+    add a prefix, then retag devices, then cast), verified, written
+    atomically. `strip_prefix`: True strips "module.", a str that prefix;
+    `to`: every storage's device tag ("cpu"); `map`: {"cuda:3": "cuda:0"};
+    `dtype`: "bf16", "fp16", "float8_e4m3fn", ...; `keep`: key globs left as
+    they are. Raises CheckpointError naming the problem (nothing is written
+    then), e.g. when the pickle would call a global ckptfix does not know
+    as data (see `allow_globals` and `weights_only`)."""
+    args = ["fix", os.fspath(src)]
+    if strip_prefix is True:
+        args.append("--strip-prefix")
+    elif strip_prefix:
+        args.append("--strip-prefix=" + strip_prefix)
+    if auto_prefix:
+        args.append("--auto-prefix")
+    if add_prefix:
+        args += ["--add-prefix", add_prefix]
+    if to:
+        args += ["--to", to]
+    for frm, tgt in (map or {}).items():
+        args += ["--map", "{}={}".format(frm, tgt)]
+    if dtype:
+        args += ["--dtype", dtype]
+    if cast_from:
+        args += ["--from", ",".join(cast_from)]
+    args += flag_list("--keep", keep) + flag_list("--key", key)
+    if weights_only:
+        args.append("--weights-only")
+    if drop_unknown:
+        args.append("--drop-unknown")
+    return run_json(args + _write_flags(dst, force=force, verify=verify, allow_globals=allow_globals, torch=torch))
+
+
+def convert(src: Path, dst: Path, *, extract: Optional[str] = None, key: Optional[str] = None,
+            for_libtorch: bool = False, weights_only: bool = False, drop_unknown: bool = False,
+            format: Optional[str] = None, metadata: Optional[Mapping[str, str]] = None, drop_aliases: bool = False,
+            max_shard_size: Optional[str] = None, allow_globals: Sequence[str] = (), torch: Optional[str] = None,
+            force: bool = False, verify: bool = True) -> Report:
+    """`ckptfix convert`: re-write as a torch zip file, or as safetensors
+    (by `format` or dst's extension; `max_shard_size` writes a Hugging Face
+    shard set), from any format ckptfix reads (legacy, safetensors, shard
+    sets, distributed checkpoints). `extract`: keep only the value at this
+    path ("state_dict")."""
+    args = ["convert", os.fspath(src)]
+    if extract:
+        args += ["--extract", extract]
+    if key:
+        args += ["--key", key]
+    if for_libtorch:
+        args.append("--for-libtorch")
+    if weights_only:
+        args.append("--weights-only")
+    if drop_unknown:
+        args.append("--drop-unknown")
+    if format:
+        args += ["--format", format]
+    for k, v in (metadata or {}).items():
+        args += ["--metadata", "{}={}".format(k, v)]
+    if drop_aliases:
+        args.append("--drop-aliases")
+    if max_shard_size:
+        args += ["--max-shard-size", str(max_shard_size)]
+    return run_json(args + _write_flags(dst, force=force, verify=verify, allow_globals=allow_globals, torch=torch))
+
+
+def weights_only(src: Path, dst: Path, *, drop_unknown: bool = False, torch: Optional[str] = None,
+                 force: bool = False, verify: bool = True) -> Report:
+    """`ckptfix weights-only`: rewrite what torch's default load
+    (weights_only=True) refuses into the plain data it stands for (numpy
+    values, Namespaces, configs, pickled modules -> their state_dict())."""
+    args = ["weights-only", os.fspath(src)]
+    if drop_unknown:
+        args.append("--drop-unknown")
+    return run_json(args + _write_flags(dst, force=force, verify=verify, allow_globals=(), torch=torch))
+
+
+def salvage(src: Path, dst: Path, *, require_complete: bool = False, force: bool = False) -> Report:
+    """`ckptfix salvage`: what a damaged checkpoint (cut, "failed finding
+    central directory", a flipped byte) still holds, every kept tensor
+    complete and CRC-checked; the report names each tensor lost and why."""
+    args = ["salvage", os.fspath(src), "-o", os.fspath(dst), "--json"]
+    if require_complete:
+        args.append("--require-complete")
+    if force:
+        args.append("--force")
+    return run_json(args)

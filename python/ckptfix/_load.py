@@ -1,0 +1,208 @@
+"""ckptfix.load: a state dict as tensors of the caller's torch, with nothing
+unpickled. `ckptfix layout` (the binary's reader) says where each tensor's
+bytes are; this module maps those files and has torch wrap the bytes."""
+from __future__ import annotations
+
+import mmap
+import os
+import tempfile
+from typing import TYPE_CHECKING, Any, Callable, Dict, List, Mapping, Optional, Union
+
+from ._binary import run_json
+from ._errors import CheckpointError
+
+if TYPE_CHECKING:  # torch is the caller's; it is imported when load() runs
+    import torch
+
+#: Bytes of each of the two staging buffers a copy onto a GPU goes through.
+STAGING_BYTES = 64 << 20
+
+MapLocation = Union[None, str, "torch.device", Mapping[str, Union[str, "torch.device"]]]
+
+
+def load(path: Union[str, "os.PathLike[str]"], *, map_location: MapLocation = "cpu", key: Optional[str] = None,
+         strip_prefix: Optional[str] = None, dtype: Optional["torch.dtype"] = None) -> Dict[str, "torch.Tensor"]:
+    """The state dict of a checkpoint, as tensors of this Python's torch.
+
+    Reads torch.save files (zip and legacy), safetensors files, Hugging Face
+    shard sets (an index file) and distributed checkpoints (a directory)
+    without unpickling anything: ckptfix's reader parses the file, and torch
+    only wraps its bytes, from a private memory map of the file (zero-copy
+    where a storage is stored aligned and little-endian; otherwise ckptfix
+    copies it, converted, into a temporary file first).
+
+    path: the checkpoint.
+    map_location: as torch.load's: a device for every tensor ("cpu", "cuda:1",
+        a torch.device), a dict from saved locations to devices
+        ({"cuda:3": "cuda:0"}; other locations stay as saved), or None (as
+        saved). Default "cpu". Onto a GPU the bytes go through two pinned
+        staging buffers, copied asynchronously while the next is filled.
+    key: the state dict at this '/'-separated path ("state_dict",
+        "model/ema"); default: the root when it is a state dict, else the
+        only one in the file (as ckptfix::torch::load_state_dict chooses).
+    strip_prefix: remove this prefix ("module.") from every key that has it.
+    dtype: cast floating tensors to it (torch's own Tensor.to, so
+        bit-identical to it); others stay as they are.
+
+    Returns the entries in the file's order: dtype, shape, stride, storage
+    offset and requires_grad as saved (torch.nn.Parameter where the file
+    has one), tensors that share a storage in the file sharing one here.
+    CPU tensors are writable; writing changes memory, never the file.
+    Raises CheckpointError for a file ckptfix cannot read or refuses.
+    """
+    import torch
+
+    path = os.fspath(path)
+    args = ["layout", path]
+    if key:
+        args += ["--key", key]
+    with tempfile.TemporaryDirectory(prefix="ckptfix-load-") as stage:
+        layout = run_json(args + ["--stage", stage])
+        # Mapped before the directory goes: a mapping outlives its file's name.
+        return tensors_of(layout, torch, device_rule(map_location, torch), strip_prefix=strip_prefix, dtype=dtype)
+
+
+def device_rule(map_location: MapLocation, torch: Any) -> Callable[[str], "torch.device"]:
+    """Where a storage saved at a location tag goes, as torch.load decides it."""
+    if map_location is None:
+        return lambda location: torch.device(location)
+    if isinstance(map_location, (str, torch.device)):
+        device = torch.device(map_location)
+        return lambda location: device
+    if isinstance(map_location, Mapping):
+        mapped = {str(k): torch.device(v) for k, v in map_location.items()}
+        return lambda location: mapped.get(location, torch.device(location))
+    raise TypeError("map_location must be None, a str, a torch.device or a dict of them, not {}".format(
+        type(map_location).__name__))
+
+
+def torch_dtype(torch: Any, name: str) -> "torch.dtype":
+    """torch's dtype of a ckptfix dtype name (torch's own names)."""
+    dtype = getattr(torch, name, None)
+    if not isinstance(dtype, torch.dtype):
+        raise CheckpointError("this torch ({}) has no dtype {}".format(torch.__version__, name))
+    return dtype
+
+
+class Staging:
+    """Host bytes onto a device through two staging buffers.
+
+    For a GPU the buffers are pinned and each is copied to the device
+    asynchronously on a stream of its own, while the CPU fills the other one
+    from the mapping (torch's copy_, on several threads); a buffer is filled
+    again only once the event recorded after its last copy has passed. For
+    the CPU the same code runs with plain buffers and synchronous copies:
+    what the tests exercise on machines without a GPU.
+    """
+
+    def __init__(self, device: "torch.device", buffer_bytes: int, torch: Any) -> None:
+        self._torch = torch
+        self._cuda = device.type == "cuda"
+        self._buffers = [torch.empty(max(1, buffer_bytes), dtype=torch.uint8, pin_memory=self._cuda)
+                         for _ in range(2)]
+        self._events: List[Any] = [None, None]
+        self._next = 0
+        self._stream = torch.cuda.Stream(device=device) if self._cuda else None
+        if self._stream is not None:
+            # What the default stream did (allocating the destinations) comes first.
+            self._stream.wait_stream(torch.cuda.current_stream(device))
+
+    def copy(self, source: "torch.Tensor", target: "torch.Tensor") -> None:
+        """Copies the uint8 CPU tensor `source` into `target` (uint8, same size)."""
+        torch = self._torch
+        size = self._buffers[0].numel()
+        total = source.numel()
+        for start in range(0, total, size):
+            n = min(size, total - start)
+            i = self._next
+            self._next ^= 1
+            if self._events[i] is not None:
+                self._events[i].synchronize()  # its last copy to the device is done
+            buffer = self._buffers[i][:n]
+            buffer.copy_(source[start:start + n])
+            if self._stream is None:
+                target[start:start + n].copy_(buffer)
+                continue
+            with torch.cuda.stream(self._stream):
+                target[start:start + n].copy_(buffer, non_blocking=True)
+                event = torch.cuda.Event()
+                event.record(self._stream)
+            self._events[i] = event
+
+    def finish(self) -> None:
+        """Waits for every copy: the targets are complete afterwards."""
+        if self._stream is not None:
+            self._stream.synchronize()
+
+
+def tensors_of(layout: Dict[str, Any], torch: Any, device_for: Callable[[str], "torch.device"], *,
+               strip_prefix: Optional[str] = None, dtype: Optional["torch.dtype"] = None,
+               staging_bytes: int = STAGING_BYTES, stage_cpu: bool = False) -> Dict[str, "torch.Tensor"]:
+    """The tensors `ckptfix layout` describes. `stage_cpu` sends CPU targets
+    through Staging too (for tests of the GPU path's logic on the CPU)."""
+    mappings: Dict[str, Any] = {}
+
+    def mapped(path: str) -> Any:
+        m = mappings.get(path)
+        if m is None:
+            with open(path, "rb") as f:
+                # Private and copy-on-write: writable tensors, the file untouched.
+                m = mmap.mmap(f.fileno(), 0, access=mmap.ACCESS_COPY)
+            mappings[path] = m
+        return m
+
+    # One uint8 tensor per storage, on its device: every view of a storage is a view of it.
+    bases: List["torch.Tensor"] = []
+    stagings: Dict[str, Staging] = {}
+    for s in layout["storages"]:
+        nbytes = s["nbytes"]
+        if nbytes == 0:
+            host = torch.empty(0, dtype=torch.uint8)
+        else:
+            host = torch.frombuffer(mapped(s["file"]), dtype=torch.uint8, count=nbytes, offset=s["offset"])
+        device = device_for(s["location"])
+        if device.type == "cpu" and not stage_cpu:
+            bases.append(host)
+            continue
+        try:
+            target = torch.empty(nbytes, dtype=torch.uint8, device=device)
+        except (RuntimeError, AssertionError) as e:  # a CPU-only torch asserts it has no CUDA
+            raise CheckpointError("'{}': storage '{}' was saved on '{}' and goes to '{}', which this torch cannot "
+                                  "use ({}); choose map_location".format(layout.get("path"), s["key"], s["location"],
+                                                                          device, str(e).splitlines()[0]))
+        staging = stagings.get(str(device))
+        if staging is None:
+            staging = stagings[str(device)] = Staging(device, staging_bytes, torch)
+        staging.copy(host, target)
+        bases.append(target)
+    for staging in stagings.values():
+        staging.finish()
+
+    typed: Dict[Any, "torch.Tensor"] = {}  # (storage, dtype name) -> the storage as that type, cast if asked
+    made: Dict[int, "torch.Tensor"] = {}  # one object per tensor of the pickle, as torch.load gives
+    out: Dict[str, "torch.Tensor"] = {}
+    for t in layout["tensors"]:
+        name = t["key"]
+        if strip_prefix and name.startswith(strip_prefix):
+            name = name[len(strip_prefix):]
+        if name in out:
+            raise ValueError("strip_prefix={!r} makes two keys {!r}".format(strip_prefix, name))
+        if t["tensor"] in made:
+            out[name] = made[t["tensor"]]
+            continue
+        k = (t["storage"], t["dtype"])
+        whole = typed.get(k)
+        if whole is None:
+            element = torch_dtype(torch, t["dtype"])
+            base = bases[t["storage"]]
+            whole = base.view(element) if base.numel() else torch.empty(0, dtype=element, device=base.device)
+            if dtype is not None and whole.is_floating_point() and whole.dtype != dtype:
+                whole = whole.to(dtype)  # once per storage: views of it stay shared
+            typed[k] = whole
+        tensor = torch.as_strided(whole, t["shape"], t["stride"], t["storage_offset"])
+        if t["parameter"]:
+            tensor = torch.nn.Parameter(tensor, requires_grad=t["requires_grad"])
+        elif t["requires_grad"]:
+            tensor.requires_grad_(True)
+        made[t["tensor"]] = out[name] = tensor
+    return out
