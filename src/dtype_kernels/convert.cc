@@ -94,12 +94,6 @@ uint16_t float_to_bfloat16_bits_vectorized(float f) { return std::isnan(f) ? 0xF
 
 uint16_t float_to_bfloat16_bits_scalar(float f) { return std::isnan(f) ? 0x7FC0 : bfloat16_round(to_bits(f)); }
 
-CastRules cast_rules(TorchVersion torch) {
-  CastRules rules;
-  rules.e4m3fn_saturates = float8_e4m3fn_saturates(torch);
-  return rules;
-}
-
 uint8_t float_to_float8_e4m3fn_bits(float f, bool saturate) {
   // c10::detail::fp8e4m3fn_from_fp32_value of torch 2.14; before 2.13
   // (saturate false) overflow, ±inf included, became NaN instead.

@@ -40,6 +40,7 @@
 
 #include "ckptfix/dtype.h"
 #include "ckptfix/torch_version.h"
+#include "cast_rules.h"
 
 namespace ckptfix {
 
@@ -61,21 +62,6 @@ struct ChunkPosition {
   uint64_t first = 0;  ///< index of the chunk's first element in the storage
   uint64_t total = 0;  ///< elements in the whole storage
 };
-
-/// Where torch releases differ in what a conversion gives (docs/format.md,
-/// "What differs between torch versions"). The defaults are the newest
-/// release's (2.14).
-struct CastRules {
-  /// To float8_e4m3fn: finite values that round past ±448, and ±inf,
-  /// saturate to ±448 (0x7E with their sign), since torch 2.13 (pytorch PR
-  /// #178817, "Properly saturate E4M3 on finite-overflow on CPU/C++
-  /// conversion code"); earlier releases make them NaN (0x7F with their sign).
-  bool e4m3fn_saturates = true;
-  bool operator==(const CastRules&) const = default;
-};
-
-/// The rules of a torch release.
-CastRules cast_rules(TorchVersion torch);
 
 /// Converts `count` elements between two types `cast` handles (is_cast_type).
 /// src and dst may not overlap.

@@ -8,7 +8,7 @@
 #include "ckptfix/error.h"
 #include "formats/registry.h"
 #include "formats/torch_zip_parts.h"
-#include "salvage/zip_salvage.h"
+#include "formats/zip_salvage.h"
 #include "io/bytes.h"
 #include "model/torch_objects.h"
 #include "pickle/unpickler.h"

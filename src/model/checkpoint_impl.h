@@ -13,7 +13,7 @@
 #include <vector>
 
 #include "ckptfix/checkpoint.h"
-#include "dtype_kernels/convert.h"
+#include "cast_rules.h"
 #include "io/input_file.h"
 #include "pickle/call_analysis.h"
 #include "pickle/value.h"

@@ -1,4 +1,4 @@
-#include "salvage/zip_salvage.h"
+#include "formats/zip_salvage.h"
 
 #include <unordered_map>
 
@@ -7,7 +7,7 @@
 #include "io/bytes.h"
 #include "model/prune_lost.h"
 #include "model/torch_objects.h"
-#include "salvage/zip_records.h"
+#include "zip/zip_records.h"
 
 namespace ckptfix {
 namespace {

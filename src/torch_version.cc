@@ -2,6 +2,7 @@
 
 #include <cctype>
 
+#include "cast_rules.h"
 #include "ckptfix/error.h"
 
 namespace ckptfix {
@@ -46,6 +47,12 @@ TorchVersion modeled_torch_version(TorchVersion version) {
   }
   throw Error(ErrorKind::kInvalidArgument, "torch " + version.str() + " is not a release ckptfix models (" +
                                                kModeled[0].str() + " to " + default_torch_version().str() + ")");
+}
+
+CastRules cast_rules(TorchVersion torch) {
+  CastRules rules;
+  rules.e4m3fn_saturates = float8_e4m3fn_saturates(torch);
+  return rules;
 }
 
 }  // namespace ckptfix

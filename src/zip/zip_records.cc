@@ -1,4 +1,4 @@
-#include "salvage/zip_records.h"
+#include "zip/zip_records.h"
 
 #include <algorithm>
 
