@@ -10,6 +10,8 @@ runs, each in a new Python process that imports torch first (not timed):
   torch      torch.load(path, mmap=True, map_location=DEVICE, weights_only=True)
   ckptfix    ckptfix.load(path, map_location=DEVICE)
   safetensors safetensors.torch.load_file(path.safetensors, device=DEVICE)
+  libtorch   (with --libtorch-load BIN) ckptfix::torch::load_state_dict in a C++
+             process (bench/libtorch_load.cc; its start, with no Python, timed apart)
 
 then reads one element of every 4 KiB page of every tensor (on a GPU: a
 sum per tensor, synchronized). Reported: seconds of load + touch, GB/s,
@@ -17,7 +19,8 @@ and the process's RssAnon (its own memory, which must stay flat: the
 bytes are the page cache's, mapped) and RssFile after it.
 
   /usr/bin/python3 bench/python_load.py --ckptfix build/ckptfix            # CPU, 1 GiB, 5 rounds
-  python3 bench/python_load.py --ckptfix /tmp/b/ckptfix --device cuda --size-mib 4096   # the GPU machine
+  python3 bench/python_load.py --ckptfix /tmp/b/ckptfix --libtorch-load /tmp/b/bench/ckptfix_libtorch_load \
+      --device cuda --size-mib 4096                                        # the GPU machine
 """
 import argparse
 import os
@@ -41,7 +44,8 @@ def status(field):
     return 0
 start = time.perf_counter()
 if peer == "torch":
-    sd = torch.load(path, mmap=True, map_location=device, weights_only=True)
+    mmap = tuple(int(p) for p in torch.__version__.split("+")[0].split(".")[:2]) >= (2, 1)  # mmap=True since 2.1
+    sd = torch.load(path, map_location=device, weights_only=True, **({"mmap": True} if mmap else {}))
 elif peer == "ckptfix":
     import ckptfix
     sd = ckptfix.load(path, map_location=device)
@@ -81,25 +85,29 @@ def main():
     parser.add_argument("--rounds", type=int, default=5)
     parser.add_argument("--device", default="cpu")
     parser.add_argument("--dir", default=None, help="where the checkpoint is written (default: a temp dir)")
+    parser.add_argument("--libtorch-load", default=None, help="bench/libtorch_load.cc's binary: the C++ loader too")
     args = parser.parse_args()
     env = dict(os.environ, CKPTFIX_BIN=os.path.abspath(args.ckptfix))
     with tempfile.TemporaryDirectory(dir=args.dir, prefix="ckptfix-bench-") as tmp:
         path = os.path.join(tmp, "sd.pt")
         has_st = make(path, args.size_mib, args.tensors)
-        peers = ["torch", "ckptfix"] + (["safetensors"] if has_st else [])
+        peers = ["torch", "ckptfix"] + (["safetensors"] if has_st else []) + (["libtorch"] if args.libtorch_load else [])
         results = {p: [] for p in peers}
         for _ in range(args.rounds + 1):  # the first round warms the page cache and is not counted
             for peer in peers:
                 target = path + ".safetensors" if peer == "safetensors" else path
                 subprocess.run(["sync"], check=True)
-                out = subprocess.run([sys.executable, "-c", RUN, os.path.join(REPO, "python"), peer, target,
-                                      args.device], env=env, capture_output=True, text=True, check=True)
+                if peer == "libtorch":
+                    command = [args.libtorch_load, target, args.device]
+                else:
+                    command = [sys.executable, "-c", RUN, os.path.join(REPO, "python"), peer, target, args.device]
+                out = subprocess.run(command, env=env, capture_output=True, text=True, check=True)
                 results[peer].append(__import__("json").loads(out.stdout))
         import torch
         gb = args.size_mib * 2**20 / 1e9
         print(f"# torch {torch.__version__}, Python {sys.version.split()[0]}, {args.size_mib} MiB in {args.tensors} "
               f"tensors, device {args.device}, {args.rounds} rounds (median; first round not counted)")
-        print("| loader | load + touch every page, s | GB/s | RssAnon MiB | RssFile MiB | time / torch.load(mmap=True) |")
+        print("| loader | load + touch every page, s | GB/s | RssAnon MiB | RssFile MiB | time / torch.load (mmap=True from torch 2.1) |")
         print("|---|---|---|---|---|---|")
         base = [r["seconds"] for r in results["torch"][1:]]
         for peer in peers:

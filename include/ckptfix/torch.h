@@ -33,8 +33,17 @@ struct LoadOptions {
   /// root if it is a state dict, else the only state dict in the file.
   std::string key;
   /// Cast floating tensors (float16/bfloat16/float32/float64) to this type,
-  /// with Tensor::to (so bit-identical to it); tensors sharing a storage stay shared.
+  /// with Tensor::to on the target device (so bit-identical to it); tensors
+  /// sharing a storage stay shared.
   std::optional<c10::ScalarType> dtype;
+  /// On the CPU, let tensors point into a private mapping of the file where
+  /// it allows (no copy). False: always copy the bytes into memory of their own.
+  bool zero_copy = true;
+  /// Onto a device (map_location other than "cpu"), and on the CPU without
+  /// zero_copy, the bytes go through two staging buffers of this size,
+  /// pinned for a GPU: the reading (on several threads) of one overlaps the
+  /// asynchronous copy of the other to the device.
+  size_t staging_bytes = size_t{64} << 20;
 };
 
 /// The (name, tensor) pairs of a state dict, in the file's order. Tensors
@@ -42,7 +51,10 @@ struct LoadOptions {
 /// share a storage in the file share one here. Without a cast, on the CPU,
 /// tensors whose data is stored little-endian and aligned in the file point
 /// into a private (copy-on-write) mapping of it, kept alive by the tensors:
-/// no copy is made. Throws ckptfix::Error naming the file and key.
+/// no copy is made. Onto a GPU, each storage is copied once, from the file
+/// through pinned staging buffers, asynchronously (LoadOptions::staging_bytes);
+/// the tensors are ready for work queued on the device's current stream.
+/// Throws ckptfix::Error naming the file and key.
 std::vector<std::pair<std::string, at::Tensor>> load_state_dict(const std::filesystem::path& file,
                                                                  const LoadOptions& options = {});
 

@@ -1,16 +1,23 @@
 // load_state_dict: checkpoint tensors as at::Tensors, sharing what the file
-// shares, zero-copy where the file allows it.
+// shares, zero-copy where the file allows it, and onto a device through
+// pinned staging buffers (device_staging.h).
 
+#include <algorithm>
 #include <cerrno>
 #include <cstring>
 #include <memory>
+#include <optional>
+#include <vector>
 #include <unordered_map>
 #include <unordered_set>
+
+#include <ATen/Parallel.h>
 
 #include "ckptfix/checkpoint.h"
 #include "ckptfix/error.h"
 #include "ckptfix/state_dict.h"
 #include "ckptfix/torch.h"
+#include "libtorch/device_staging.h"
 #include "libtorch/libtorch_errors.h"
 #include "libtorch/scalar_types.h"
 
@@ -41,8 +48,13 @@ class Loader {
     const bool cast = options_.dtype && is_castable_float(s.dtype) && *options_.dtype != *type;
     at::Tensor t;
     Checkpoint::PrivateBytes mapped;
-    if (zero_copy_possible(s, cast)) mapped = ck_.map_storage_private(static_cast<size_t>(index));
-    if (!mapped.bytes.empty()) {
+    if (options_.zero_copy && zero_copy_possible(s, cast)) mapped = ck_.map_storage_private(static_cast<size_t>(index));
+    if (!device_.is_cpu() || !options_.zero_copy) {
+      // Through the staging buffers onto the device (or, not zero-copy, into memory of our own).
+      at::Tensor raw = at::empty({static_cast<int64_t>(s.nbytes)}, at::TensorOptions().dtype(at::kByte).device(device_));
+      staged_copy(static_cast<size_t>(index), raw);
+      t = s.nbytes > 0 ? raw.view(*type) : at::empty({0}, at::TensorOptions().dtype(*type).device(device_));
+    } else if (!mapped.bytes.empty()) {
       auto* owner = new std::shared_ptr<void>(std::move(mapped.owner));  // released by the DataPtr's deleter
       at::DataPtr data(mapped.bytes.data(), owner, [](void* ctx) { delete static_cast<std::shared_ptr<void>*>(ctx); },
                        at::Device(at::kCPU));
@@ -54,10 +66,12 @@ class Loader {
       ck_.read_storage(static_cast<size_t>(index), 0,
                        std::span(static_cast<std::byte*>(t.data_ptr()), static_cast<size_t>(s.nbytes)));
     }
-    if (cast) t = t.to(*options_.dtype);
-    if (!device_.is_cpu()) t = t.to(device_);
+    if (cast) t = t.to(*options_.dtype);  // on the device, after the copy: Tensor::to there
     return bases_.emplace(index, std::move(t)).first->second;
   }
+
+  /// Bytes staged so far (for tests and benchmarks).
+  uint64_t staged_bytes() const { return staging_ ? staging_->bytes() : 0; }
 
   at::Tensor tensor(const TensorInfo& t) {
     const at::Tensor& b = base(t.storage);
@@ -75,6 +89,53 @@ class Loader {
     }
   }
 
+  // Copies storage `index`'s bytes into `target` through the staging buffers.
+  // Stored bytes are read where they lie, each buffer's share on several
+  // threads; others (deflated, a numpy array's text, assembled from chunks)
+  // are read once, in order, into memory first: reading them at an offset
+  // means reading everything before it.
+  void staged_copy(size_t index, at::Tensor& target) {
+    const StorageInfo& s = ck_.storages()[index];
+    if (!staging_) staging_.emplace(device_, options_.staging_bytes);
+    const bool random_access = s.source.encoding == StorageSource::Encoding::kStored ||
+                               s.source.encoding == StorageSource::Encoding::kMemory;
+    if (random_access) {
+      staging_->copy(target, [&](uint64_t offset, std::span<std::byte> out) { read_parallel(index, offset, out); });
+      return;
+    }
+    at::Tensor host = at::empty({static_cast<int64_t>(s.nbytes)}, at::TensorOptions().dtype(at::kByte));
+    const auto* bytes = static_cast<const std::byte*>(host.data_ptr());
+    ck_.read_storage(index, 0, std::span(static_cast<std::byte*>(host.data_ptr()), static_cast<size_t>(s.nbytes)));
+    staging_->copy(target, [&](uint64_t offset, std::span<std::byte> out) {
+      std::memcpy(out.data(), bytes + offset, out.size());
+    });
+  }
+
+  // Bytes [offset, offset + out.size()) of a stored storage, in pieces of at
+  // least 4 MiB on ATen's threads. A big-endian storage is read in whole
+  // elements (they are swapped), so a range that cuts one (a tiny buffer)
+  // goes through the whole elements around it.
+  void read_parallel(size_t index, uint64_t offset, std::span<std::byte> out) const {
+    const StorageInfo& s = ck_.storages()[index];
+    const uint64_t unit = s.big_endian ? element_size(s.dtype) : 1;
+    if (offset % unit != 0 || out.size() % unit != 0) {
+      const uint64_t first = offset / unit * unit;
+      const uint64_t last = std::min<uint64_t>((offset + out.size() + unit - 1) / unit * unit, s.nbytes);
+      std::vector<std::byte> whole(static_cast<size_t>(last - first));
+      ck_.read_storage(index, first, whole);
+      std::memcpy(out.data(), whole.data() + (offset - first), out.size());
+      return;
+    }
+    constexpr uint64_t kPiece = uint64_t{4} << 20;  // a multiple of every element size
+    const int64_t pieces = static_cast<int64_t>((out.size() + kPiece - 1) / kPiece);
+    at::parallel_for(0, pieces, 1, [&](int64_t begin, int64_t end) {
+      for (int64_t p = begin; p < end; ++p) {
+        const uint64_t at = static_cast<uint64_t>(p) * kPiece;
+        ck_.read_storage(index, offset + at, out.subspan(at, std::min<uint64_t>(kPiece, out.size() - at)));
+      }
+    });
+  }
+
   bool zero_copy_possible(const StorageInfo& s, bool cast) const {
     return !cast && device_.is_cpu() && s.source.encoding == StorageSource::Encoding::kStored && !s.big_endian &&
            s.nbytes > 0 && s.source.offset % element_size(s.dtype) == 0;
@@ -85,6 +146,7 @@ class Loader {
   at::Device device_{at::kCPU};
   std::unordered_map<int32_t, at::Tensor> bases_;
   size_t zero_copy_ = 0;
+  std::optional<DeviceStaging> staging_;  // made when the first storage goes through it
 };
 
 }  // namespace

@@ -15,6 +15,7 @@
 #include <unistd.h>
 
 #include <cstdio>
+#include <cstring>
 #include <filesystem>
 #include <fstream>
 #include <map>
@@ -24,6 +25,7 @@
 
 #include "ckptfix/error.h"
 #include "ckptfix/torch.h"
+#include "libtorch/device_staging.h"
 
 namespace {
 
@@ -500,3 +502,106 @@ TEST_F(ForLibTorch, TorchsOwnPickleLoadReadsTheOutput) {
 }
 
 }  // namespace
+
+// The staging path every load onto a GPU takes (issue 36), run on the CPU:
+// the same copy loop with plain buffers, as a load with zero_copy off takes it.
+
+TEST(DeviceStaging, EveryByteLandsWhateverTheBufferSize) {
+  std::vector<std::byte> source(10007);
+  for (size_t i = 0; i < source.size(); ++i) source[i] = static_cast<std::byte>((i * 131 + 7) & 0xFF);
+  for (size_t buffer : {size_t{1}, size_t{3}, size_t{64}, size_t{4096}, size_t{10007}, size_t{1} << 20}) {
+    ckptfix::torch::DeviceStaging staging(at::Device(at::kCPU), buffer);
+    at::Tensor target = at::zeros({static_cast<int64_t>(source.size())}, at::kByte);
+    std::vector<uint64_t> offsets;
+    staging.copy(target, [&](uint64_t offset, std::span<std::byte> out) {
+      offsets.push_back(offset);
+      std::memcpy(out.data(), source.data() + offset, out.size());
+    });
+    staging.finish();
+    EXPECT_EQ(std::memcmp(target.data_ptr(), source.data(), source.size()), 0) << "buffer " << buffer;
+    EXPECT_EQ(offsets.size(), (source.size() + buffer - 1) / buffer) << "buffer " << buffer;
+    EXPECT_EQ(staging.bytes(), source.size());
+  }
+}
+
+TEST(DeviceStaging, AReadErrorPartWayEndsTheCopyCleanly) {
+  ckptfix::torch::DeviceStaging staging(at::Device(at::kCPU), 100);
+  at::Tensor target = at::zeros({1000}, at::kByte);
+  int calls = 0;
+  EXPECT_THROW(staging.copy(target, [&](uint64_t offset, std::span<std::byte> out) {
+                 if (++calls == 4) throw Error(ErrorKind::kIo, "read failed at " + std::to_string(offset));
+                 std::memset(out.data(), 1, out.size());
+               }),
+               Error);
+  EXPECT_EQ(calls, 4);
+  EXPECT_EQ(target.sum().item<int64_t>(), 300);  // the three buffers before the error, nothing after
+  // The staging is usable again, and its destructor waits for nothing left.
+  at::Tensor again = at::zeros({10}, at::kByte);
+  staging.copy(again, [](uint64_t, std::span<std::byte> out) { std::memset(out.data(), 2, out.size()); });
+  EXPECT_EQ(again.sum().item<int64_t>(), 20);
+}
+
+// A load through the staging buffers gives what the zero-copy load gives:
+// bytes, dtypes, shapes, strides, offsets, sharing, casts; big-endian,
+// legacy (odd offsets), deflated and views; buffers of 1 byte to more than the file.
+TEST(LoadStateDict, StagedCopiesEqualTheZeroCopyLoad) {
+  const std::vector<std::pair<std::string, std::string>> cases = {
+      {"views_tied.pt", ""}, {"training_dp_cuda.pt", "state_dict"}, {"big_endian.pt", ""},
+      {"legacy_views.pt", ""}, {"deflated_renamed.pt", ""}, {"all_dtypes.pt", ""}};
+  for (const auto& [file, key] : cases) {
+    ckptfix::torch::LoadOptions plain;
+    plain.key = key;
+    std::vector<std::pair<std::string, at::Tensor>> expected;
+    try {
+      expected = ckptfix::torch::load_state_dict(fixture(file), plain);
+    } catch (const Error& e) {
+      ADD_FAILURE() << file << ": " << e.what();
+      continue;
+    }
+    for (size_t buffer : {size_t{1}, size_t{3}, size_t{64}, size_t{1} << 20, size_t{1} << 30}) {
+      for (bool cast : {false, true}) {
+        ckptfix::torch::LoadOptions staged = plain;
+        staged.zero_copy = false;
+        staged.staging_bytes = buffer;
+        if (cast) staged.dtype = at::kBFloat16;
+        const auto got = ckptfix::torch::load_state_dict(fixture(file), staged);
+        const std::string what = file + " buffer " + std::to_string(buffer) + (cast ? " bf16" : "");
+        ASSERT_EQ(got.size(), expected.size()) << what;
+        std::map<const void*, const void*> storages;  // expected storage -> staged storage
+        for (size_t i = 0; i < got.size(); ++i) {
+          const at::Tensor& want = expected[i].second;
+          const at::Tensor& have = got[i].second;
+          EXPECT_EQ(got[i].first, expected[i].first) << what;
+          EXPECT_EQ(have.sizes(), want.sizes()) << what << " " << got[i].first;
+          EXPECT_EQ(have.strides(), want.strides()) << what << " " << got[i].first;
+          EXPECT_EQ(have.storage_offset(), want.storage_offset()) << what << " " << got[i].first;
+          const bool castable = cast && (want.scalar_type() == at::kFloat || want.scalar_type() == at::kDouble ||
+                                         want.scalar_type() == at::kHalf || want.scalar_type() == at::kBFloat16);
+          const at::Tensor reference = castable ? want.to(at::kBFloat16) : want;
+          EXPECT_EQ(have.scalar_type(), reference.scalar_type()) << what << " " << got[i].first;
+          EXPECT_EQ(hex(have), hex(reference)) << what << " " << got[i].first;
+          EXPECT_FALSE(have.storage().data() == want.storage().data()) << what << ": not a copy";
+          const auto [it, added] = storages.emplace(want.storage().data(), have.storage().data());
+          EXPECT_EQ(it->second, have.storage().data()) << what << " " << got[i].first << ": sharing differs";
+        }
+      }
+    }
+  }
+}
+
+TEST(LoadStateDict, OntoTheGpuEqualsTheCpuLoad) {
+  if (!torch::cuda::is_available()) GTEST_SKIP() << "GPU test skipped: no CUDA device is usable here";
+  for (size_t buffer : {size_t{3}, size_t{4096}, size_t{64} << 20}) {
+    ckptfix::torch::LoadOptions cpu, gpu;
+    cpu.key = gpu.key = "state_dict";
+    gpu.map_location = "cuda";
+    gpu.staging_bytes = buffer;
+    const auto want = ckptfix::torch::load_state_dict(fixture("training_dp_cuda.pt"), cpu);
+    const auto have = ckptfix::torch::load_state_dict(fixture("training_dp_cuda.pt"), gpu);
+    ASSERT_EQ(want.size(), have.size());
+    for (size_t i = 0; i < want.size(); ++i) {
+      EXPECT_TRUE(have[i].second.is_cuda());
+      EXPECT_EQ(hex(have[i].second.cpu()), hex(want[i].second)) << have[i].first << " buffer " << buffer;
+    }
+  }
+}

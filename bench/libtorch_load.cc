@@ -1,0 +1,58 @@
+// The C++ loader for bench/python_load.py (issue 36): one process loads a
+// state dict with ckptfix::torch::load_state_dict onto a device and reads
+// one element of every page of every tensor (a sum per tensor, synchronized
+// on a GPU), and prints what python_load.py prints for its peers.
+//
+//   ckptfix_libtorch_load FILE DEVICE [STAGING_BYTES]
+#include <sys/resource.h>
+
+#include <algorithm>
+#include <chrono>
+#include <cstdio>
+#include <fstream>
+#include <string>
+
+#include <torch/cuda.h>
+
+#include "ckptfix/error.h"
+#include "ckptfix/torch.h"
+
+namespace {
+
+long long status_bytes(const char* field) {
+  std::ifstream status("/proc/self/status");
+  std::string line;
+  while (std::getline(status, line)) {
+    if (line.rfind(field, 0) == 0) return std::stoll(line.substr(std::string(field).size())) * 1024;
+  }
+  return 0;
+}
+
+}  // namespace
+
+int main(int argc, char** argv) {
+  if (argc < 3) {
+    std::fprintf(stderr, "usage: ckptfix_libtorch_load FILE DEVICE [STAGING_BYTES]\n");
+    return 2;
+  }
+  ckptfix::torch::LoadOptions options;
+  options.map_location = argv[2];
+  if (argc > 3) options.staging_bytes = std::stoull(argv[3]);
+  try {
+    const auto start = std::chrono::steady_clock::now();
+    const auto tensors = ckptfix::torch::load_state_dict(argv[1], options);
+    double total = 0;
+    for (const auto& [name, t] : tensors) {
+      const at::Tensor flat = t.reshape(-1);
+      total += flat.slice(0, 0, flat.numel(), std::max<int64_t>(1, 4096 / t.element_size())).sum().item<double>();
+    }
+    if (options.map_location.rfind("cuda", 0) == 0) torch::cuda::synchronize();
+    const double seconds = std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
+    std::printf("{\"seconds\": %.6f, \"anon\": %lld, \"file\": %lld, \"check\": %.6f}\n", seconds,
+                status_bytes("RssAnon:"), status_bytes("RssFile:"), total);
+    return 0;
+  } catch (const ckptfix::Error& e) {
+    std::fprintf(stderr, "ckptfix: error: %s\n", e.what());
+    return 1;
+  }
+}
