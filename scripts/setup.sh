@@ -11,7 +11,9 @@ cd "$(dirname "$0")/.."
 # the tests save real OmegaConf configs, a common non-tensor payload.
 # python3-venv, qemu-user-static and podman test the release (a wheel in a
 # fresh venv, the aarch64 binary, the container image: docs/release.md).
-PACKAGES="g++ cmake ninja-build pkg-config git time python3-venv qemu-user-static podman
+# xfsprogs and btrfs-progs make the loop file systems scripts/fs_check.sh
+# copies on (blocks shared with the input there).
+PACKAGES="g++ cmake ninja-build pkg-config git time python3-venv qemu-user-static podman xfsprogs btrfs-progs
   libcli11-dev nlohmann-json3-dev zlib1g-dev libdeflate-dev libxxhash-dev
   libgtest-dev libgmock-dev libbenchmark-dev
   clang libfuzzer-14-dev

@@ -3,6 +3,8 @@
 #   1. the release build's unit tests, and its python tests under every torch
 #      judge: bookworm's torch 1.13, trixie's 2.6 and sid's newest 2.x
 #      (scripts/judges.sh makes the trixie and sid roots the first time);
+#   1b. the copy on ext4, tmpfs, XFS and btrfs loop files (scripts/fs_check.sh;
+#      reported and passed over where loop files cannot be mounted);
 #   2. the unit and python tests again on a build with AddressSanitizer and
 #      UndefinedBehaviorSanitizer (judged by the local torch);
 #   3. the whole suite built and run inside the sid root: g++ 16, CMake 4,
@@ -24,6 +26,9 @@ export CKPTFIX_REQUIRE_JUDGES=1
 
 echo "== tests (release build; judges: torch 1.13, 2.6, newest 2.x)"
 ctest --test-dir build --output-on-failure -j "$(nproc)"
+
+echo "== copies on ext4, tmpfs, XFS and btrfs"
+./scripts/fs_check.sh --if-possible build
 
 echo "== tests (AddressSanitizer + UndefinedBehaviorSanitizer build)"
 # LibTorch itself is not built with the sanitizers, so its bridge is tested in

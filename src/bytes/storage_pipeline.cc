@@ -17,7 +17,7 @@ namespace {
 // Below this, one task and one kernel call per storage cost more than they
 // save: small records go through every stage on the calling thread.
 constexpr uint64_t kLarge = uint64_t{1} << 20;
-// Kernel copies go in slices so progress can be reported.
+// Unread copies go in slices so progress can be reported.
 constexpr uint64_t kCopySlice = uint64_t{256} << 20;
 // Input bytes per buffer handed to the output stage: whole elements of every type.
 constexpr size_t kSlice = (size_t{2} << 20) / 16 * 16;
@@ -63,12 +63,12 @@ StoragePipeline::StoragePipeline(const CheckpointImpl& checkpoint, ByteSink& sin
 PipedRecord StoragePipeline::write(const Storage& s, const std::string& name) {
   const uint64_t size = s.output_nbytes();
   const bool large = s.nbytes >= kLarge;
-  const bool kernel = large && stored_in_file(checkpoint_.input_of(s), s) && ElementTransform(s).identity() && sink_.can_copy_from();
-  zip_.begin(name, size, kernel && page_phase_ ? std::optional<uint64_t>(s.source.offset) : std::nullopt);
+  const bool unread = large && stored_in_file(checkpoint_.input_of(s), s) && ElementTransform(s).identity() && sink_.can_copy_from();
+  zip_.begin(name, size, unread && page_phase_ ? std::optional<uint64_t>(s.source.offset) : std::nullopt);
   PipedRecord out;
   uint32_t crc = 0;
   bool crc_from_input = false;
-  if (kernel && copy_in_kernel(s, crc)) {
+  if (unread && copy_unread(s, crc)) {
     crc_from_input = s.source.crc32 != 0;
   } else {
     const Pumped p = pump(s, large);
@@ -92,9 +92,9 @@ void StoragePipeline::wrote(uint64_t n) {
   progress_(n);
 }
 
-bool StoragePipeline::copy_in_kernel(const Storage& s, uint32_t& crc) {
+bool StoragePipeline::copy_unread(const Storage& s, uint32_t& crc) {
   // The input's recorded CRC is the expected value; without one, compute it
-  // from the input on the worker while the kernel copies.
+  // from the input on the worker while the sink copies.
   std::future<uint32_t> computed;
   if (s.source.crc32 == 0) computed = worker_.run([this, &s] { return input_record_crc(checkpoint_.input_of(s), s); });
   std::array<std::byte, 8> head;
@@ -103,7 +103,7 @@ bool StoragePipeline::copy_in_kernel(const Storage& s, uint32_t& crc) {
   for (uint64_t done = 0; done < s.nbytes;) {
     const uint64_t n = std::min(kCopySlice, s.nbytes - done);
     if (!sink_.copy_from(checkpoint_.input_of(s).fd(), s.source.offset + done, n)) {
-      if (done != 0) throw Error(ErrorKind::kIo, "the kernel copy stopped part-way").at(zip_.records().back().name);
+      if (done != 0) throw Error(ErrorKind::kIo, "the copy stopped part-way").at(zip_.records().back().name);
       if (computed.valid()) computed.get();
       return false;  // not possible for these files: the caller streams instead
     }

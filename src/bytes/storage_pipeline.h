@@ -4,9 +4,11 @@
 //   (storage_reader.h)       (element_transform.h)         (output stage)
 //
 //  * Fast path: bytes that need no change, stored in the input file and
-//    going to a file, are copied by the kernel (copy_file_range, as cp does).
+//    going to a file, are copied unread by the sink (FileSink::copy_from:
+//    blocks shared with the input on XFS and btrfs, copy_file_range on a
+//    network file system or tmpfs, pread/write through one buffer otherwise).
 //    Their expected CRC-32 is the one the input archive records (or, if it
-//    records none, computed from the input on the worker while the kernel
+//    records none, computed from the input on the worker while the sink
 //    copies); they get no XXH3.
 //  * Large records otherwise: the input is read through a mapping (inflated
 //    when deflated), transformed on this thread, and the output stage runs on
@@ -39,15 +41,16 @@ class ReadBack;
 /// One storage record as written, with what it is expected to hold.
 struct PipedRecord {
   WrittenRecord record;          ///< name, offsets, size, CRC-32
-  std::optional<uint64_t> hash;  ///< XXH3-64 of the bytes written; none for kernel copies (checked by CRC-32)
+  std::optional<uint64_t> hash;  ///< XXH3-64 of the bytes written; none for unread copies (checked by CRC-32)
   bool read_back = false;        ///< its bytes are read back and checked while writing
   ConvertStats stats;            ///< what a cast did
 };
 
 class StoragePipeline {
  public:
-  /// `page_phase`: kernel-copied records may keep their input's offset
-  /// modulo 4096 (more padding than torch's, for faster copies).
+  /// `page_phase`: records copied unread keep their input's offset
+  /// modulo 4096 (more padding than torch's, so that their blocks can be
+  /// shared with the input's where the file system can).
   /// `progress` gets the number of bytes each time more are in the sink.
   StoragePipeline(const CheckpointImpl& checkpoint, ByteSink& sink, ZipWriter& zip, ReadBack* readback, bool page_phase,
                   std::function<void(uint64_t)> progress);
@@ -64,7 +67,7 @@ class StoragePipeline {
     uint64_t hash = 0;
     ConvertStats stats;
   };
-  bool copy_in_kernel(const Storage& s, uint32_t& crc);
+  bool copy_unread(const Storage& s, uint32_t& crc);
   Pumped pump(const Storage& s, bool large);
   void read_back(const Storage& s, const WrittenRecord& r, std::optional<uint64_t> hash, bool crc_from_input);
   void check_input(const Storage& s, uint32_t actual) const;

@@ -6,6 +6,8 @@
 #include <csignal>
 #include <cstring>
 #include <fcntl.h>
+#include <linux/fs.h>
+#include <sys/ioctl.h>
 #include <sys/stat.h>
 #include <sys/vfs.h>
 #include <unistd.h>
@@ -45,27 +47,36 @@ void sync_directory(const std::filesystem::path& dir) {
   }
 }
 
-// Whether copy_file_range on `fd` may be a copy made by a server (NFS 4.2,
-// SMB, Ceph, FUSE file systems that implement it) rather than by this kernel.
-bool on_network_file_system(int fd) {
+// When copy_file_range is the better copy on the file system of `fd`
+// (measured: docs/performance.md, "Copy speed").
+FileSink::KernelCopy kernel_copy_for(int fd) {
   struct statfs fs {};
-  if (::fstatfs(fd, &fs) != 0) return false;
+  if (::fstatfs(fd, &fs) != 0) return FileSink::KernelCopy::never;
   switch (static_cast<unsigned long>(fs.f_type)) {
+    // There it may be a copy made by the server (NFS 4.2, SMB, Ceph, FUSE
+    // file systems that implement it), without the bytes crossing the network.
     case 0x6969UL:      // NFS
     case 0xFF534D42UL:  // CIFS
     case 0xFE534D42UL:  // SMB2
     case 0x00C36400UL:  // Ceph
     case 0x65735546UL:  // FUSE
-      return true;
+      return FileSink::KernelCopy::always;
+    // tmpfs writes in single pages: the kernel's splice, one memory copy,
+    // beats the buffer's two (read into it, write out of it), as long as the
+    // offsets agree within a page.
+    case 0x01021994UL:  // tmpfs
+      return FileSink::KernelCopy::at_the_same_page_phase;
+    // ext4 and XFS write large folios from large writes: there the 1 MiB
+    // buffer beats the splice, which goes page by page.
     default:
-      return false;
+      return FileSink::KernelCopy::never;
   }
 }
 
 }  // namespace
 
 FileSink::FileSink(int fd, std::string name)
-    : fd_(fd), name_(std::move(name)), buffer_(new std::byte[kBufferSize]), network_file_system_(on_network_file_system(fd)) {}
+    : fd_(fd), name_(std::move(name)), buffer_(new std::byte[kBufferSize]), kernel_copy_(kernel_copy_for(fd)) {}
 
 FileSink::~FileSink() = default;
 
@@ -98,19 +109,32 @@ void FileSink::write(std::span<const std::byte> data) {
 }
 
 bool FileSink::copy_from(int fd, uint64_t offset, uint64_t length) {
-  if (!copy_supported_) return false;
   flush();
-  // On a local file system copy_file_range splices the input's page-cache
-  // pages one by one into the output; when the two offsets sit at different
-  // places in a page, every page is written in two pieces, and on Linux 6.18
-  // (ext4) the copy takes about 1.5x as long as cp. Reading and writing
-  // through a 1 MiB buffer then measured 0.84x cp (docs/performance.md).
-  // On a network file system the kernel's copy is the server's, whatever
-  // the offsets: it is kept there.
-  if (offset % kPageSize != position_ % kPageSize && !network_file_system_) {
-    copy_through_buffer(fd, offset, length);
+  const bool same_phase = offset % kPageSize == position_ % kPageSize;
+  if ((kernel_copy_ == KernelCopy::always || (kernel_copy_ == KernelCopy::at_the_same_page_phase && same_phase)) &&
+      copy_in_kernel(fd, offset, length))
     return true;
+  // Elsewhere the bytes go through the 1 MiB buffer (kernel_copy_for says
+  // why), but what no copy can match is sharing the blocks (XFS with
+  // reflink, btrfs): the whole blocks of the range are cloned where the
+  // input's and the output's offsets agree within a block (the zip writer
+  // pads records to their input's page phase for this), the pieces at
+  // either end copied.
+  uint64_t done = 0;
+  if (clone_supported_ && same_phase) {
+    const uint64_t head = std::min(length, (kPageSize - offset % kPageSize) % kPageSize);
+    const uint64_t blocks = (length - head) / kPageSize * kPageSize;
+    if (blocks > 0) {
+      copy_through_buffer(fd, offset, head);
+      if (clone_blocks(fd, offset + head, blocks)) done = head + blocks;
+      else done = head;
+    }
   }
+  copy_through_buffer(fd, offset + done, length - done);
+  return true;
+}
+
+bool FileSink::copy_in_kernel(int fd, uint64_t offset, uint64_t length) {
   loff_t in = static_cast<loff_t>(offset);
   uint64_t left = length;
   while (left > 0) {
@@ -119,7 +143,7 @@ bool FileSink::copy_from(int fd, uint64_t offset, uint64_t length) {
     if (n <= 0) {
       if (left == length && (n == 0 || errno == EXDEV || errno == EINVAL || errno == ENOSYS || errno == EOPNOTSUPP ||
                              errno == EBADF || errno == EPERM)) {
-        copy_supported_ = false;  // e.g. another file system type: write through user memory instead
+        kernel_copy_ = KernelCopy::never;  // e.g. another file system type: the buffer instead
         return false;
       }
       throw io_error("copy_file_range failed", name_);
@@ -127,6 +151,29 @@ bool FileSink::copy_from(int fd, uint64_t offset, uint64_t length) {
     left -= static_cast<uint64_t>(n);
   }
   position_ += length;
+  return true;
+}
+
+bool FileSink::clone_blocks(int fd, uint64_t offset, uint64_t length) {
+  struct file_clone_range range {};
+  range.src_fd = fd;
+  range.src_offset = offset;
+  range.src_length = length;
+  range.dest_offset = position_;
+  if (::ioctl(fd_, FICLONERANGE, &range) != 0) {
+    // Not a file system that shares blocks (ext4, tmpfs: EOPNOTSUPP; XFS
+    // without reflink; another file system: EXDEV; blocks larger than
+    // 4 KiB: EINVAL): copied instead, and not asked again for this file.
+    if (errno == EOPNOTSUPP || errno == ENOTTY || errno == EXDEV || errno == EINVAL || errno == EBADF ||
+        errno == EPERM || errno == ETXTBSY || errno == ENOSYS || errno == EINTR) {
+      clone_supported_ = false;
+      return false;
+    }
+    throw io_error("cloning the input's blocks failed", name_);
+  }
+  position_ += length;
+  // The ioctl leaves the file offset where it was: the next write goes after the clone.
+  if (::lseek(fd_, static_cast<off_t>(position_), SEEK_SET) < 0) throw io_error("seek failed", name_);
   return true;
 }
 

@@ -58,21 +58,26 @@ class FileSink final : public ByteSink {
   void write(std::span<const std::byte> data) override;
   uint64_t position() const override { return position_; }
   void flush() override;
-  bool can_copy_from() const override { return copy_supported_; }
+  bool can_copy_from() const override { return true; }
   bool copy_from(int fd, uint64_t offset, uint64_t length) override;
   int fd() const { return fd_; }
+
+  /// Where copy_from lets the kernel copy (copy_file_range), by file system.
+  enum class KernelCopy { never, at_the_same_page_phase, always };
 
  private:
   void write_fully(const std::byte* data, size_t size);
   void copy_through_buffer(int fd, uint64_t offset, uint64_t length);
+  bool copy_in_kernel(int fd, uint64_t offset, uint64_t length);
+  bool clone_blocks(int fd, uint64_t offset, uint64_t length);
 
   int fd_;
   std::string name_;
   uint64_t position_ = 0;
   std::unique_ptr<std::byte[]> buffer_;
   size_t used_ = 0;
-  bool copy_supported_ = true;
-  bool network_file_system_;
+  bool clone_supported_ = true;  // FICLONERANGE: until the file system says no
+  KernelCopy kernel_copy_;       // never, once copy_file_range has said no
 };
 
 }  // namespace ckptfix

@@ -135,7 +135,8 @@ SaveResult write_checkpoint(const Checkpoint& checkpoint, ByteSink& sink, const 
 
   uint64_t done = 0;
   // With `.format_version`, torch may compute where each storage is from its
-  // own padding rule, so no page-phase padding for faster kernel copies.
+  // own padding rule, so no page-phase padding (which lets the blocks of
+  // unchanged records be shared with the input on XFS and btrfs).
   StoragePipeline pipeline(impl_of(checkpoint), sink, zip, readback,
                            /*page_phase=*/!style.format_version, [&](uint64_t n) {
                              done += n;

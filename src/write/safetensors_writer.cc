@@ -39,13 +39,13 @@ namespace ckptfix {
 namespace {
 
 constexpr size_t kSlice = size_t{2} << 20;
-// Tensors from this size are copied by the kernel when they need no change.
-constexpr uint64_t kKernelCopyFrom = uint64_t{1} << 20;
-// Kernel copies go in slices so progress can be reported.
+// Tensors from this size are copied unread by the sink when they need no change.
+constexpr uint64_t kUnreadCopyFrom = uint64_t{1} << 20;
+// Unread copies go in slices so progress can be reported.
 constexpr uint64_t kCopySlice = uint64_t{256} << 20;
 
 // What the bytes written for a tensor must read back as: their XXH3-64, or
-// for a whole storage the kernel copied unchanged from a zip record, the
+// for a whole storage copied unread and unchanged from a zip record, the
 // CRC-32 the input records for it (checked on the read-back, which so proves
 // the input and the copy at once, without reading the input a second time).
 struct WrittenBytes {
@@ -320,8 +320,8 @@ class TensorStreamer {
       part.numel = t.numel() / packed_values(part.dtype);
       part.nbytes = part.numel * element_size(part.dtype);
       const uint64_t first = static_cast<uint64_t>(t.storage_offset) * element_size(part.dtype);
-      if (is_contiguous(t) && copy_in_kernel(s, part, first, t.storage)) {
-        return kernel_written_;
+      if (is_contiguous(t) && copy_unread(s, part, first, t.storage)) {
+        return unread_written_;
       } else if (is_contiguous(t)) {
         copy_range(s, part, first, t.storage);
       } else {
@@ -350,15 +350,15 @@ class TensorStreamer {
   }
 
   // Bytes that need no change, stored in a file, going to a file: copied
-  // unread by the sink (the kernel's copy_file_range as cp does, or, since a
-  // safetensors file rarely keeps a record's page phase, pread and write,
-  // which is faster then; see FileSink::copy_from). What they must read back as:
+  // unread by the sink (see FileSink::copy_from; a safetensors file rarely
+  // keeps a record's page phase, so its blocks are seldom shared). What they
+  // must read back as:
   // for a whole storage whose record has a CRC-32, that CRC; otherwise the
   // XXH3 of the same bytes of the input, hashed by the worker meanwhile.
   // False when not possible.
-  bool copy_in_kernel(const Storage& s, const Storage& part, uint64_t first, int32_t storage) {
+  bool copy_unread(const Storage& s, const Storage& part, uint64_t first, int32_t storage) {
     const InputFile& input = impl_.input_of(s);
-    if (part.nbytes < kKernelCopyFrom || s.source.encoding != StorageSource::Encoding::kStored || input.fd() < 0 ||
+    if (part.nbytes < kUnreadCopyFrom || s.source.encoding != StorageSource::Encoding::kStored || input.fd() < 0 ||
         !ElementTransform(part).identity() || !sink_.can_copy_from()) {
       return false;
     }
@@ -377,7 +377,7 @@ class TensorStreamer {
       for (uint64_t done = 0; done < part.nbytes;) {
         const uint64_t n = std::min(kCopySlice, part.nbytes - done);
         if (!sink_.copy_from(input.fd(), offset + done, n)) {
-          if (done != 0) throw Error(ErrorKind::kIo, "the kernel copy stopped part-way");
+          if (done != 0) throw Error(ErrorKind::kIo, "the copy stopped part-way");
           if (hash.valid()) hash.wait();
           return false;  // not possible for these files: stream instead
         }
@@ -388,7 +388,7 @@ class TensorStreamer {
       if (hash.valid()) hash.wait();  // the task uses `part` and `s`
       throw;
     }
-    kernel_written_ = whole_record ? WrittenBytes{std::nullopt, s.source.crc32} : WrittenBytes{hash.get(), std::nullopt};
+    unread_written_ = whole_record ? WrittenBytes{std::nullopt, s.source.crc32} : WrittenBytes{hash.get(), std::nullopt};
     return true;
   }
 
@@ -460,7 +460,7 @@ class TensorStreamer {
   ByteSink& sink_;
   std::function<void(uint64_t)> wrote_;
   std::vector<std::byte> in_, out_;
-  WrittenBytes kernel_written_;
+  WrittenBytes unread_written_;
   std::unordered_set<int32_t> checked_;  // storages whose input record's CRC-32 was checked
   std::unique_ptr<XXH3_state_t, decltype(&XXH3_freeState)> hash_{XXH3_createState(), XXH3_freeState};
   Background worker_;  // last: joined before what its tasks use goes away

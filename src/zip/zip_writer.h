@@ -51,8 +51,8 @@ class ZipWriter {
   /// Starts a record of exactly `size` bytes (the size decides zip64 fields
   /// and padding up front, as torch's writer does). With `page_phase`, the
   /// data goes at an offset congruent to it modulo 4096 (still aligned):
-  /// copying a record in the kernel from an input at that phase then moves
-  /// whole pages, about a third faster than shifted ones. Without it, the
+  /// a record copied from an input at that phase can then share its whole
+  /// blocks with the input's (XFS, btrfs). Without it, the
   /// padding is exactly torch's (the least that aligns the data).
   void begin(const std::string& name, uint64_t size, std::optional<uint64_t> page_phase = std::nullopt);
   /// Appends data to the current record.
