@@ -3,15 +3,14 @@
 
     python3 scripts/make_wheel.py --binary PATH --version 0.1.0 \\
         --platform manylinux_2_31_x86_64 --out-dir DIR \\
-        [--license FILE]... [--readme FILE] [--package-dir DIR] \\
+        --package-dir python/ckptfix [--license FILE]... [--readme FILE] \\
         [--license-expression EXPR] [--strict]
 
 Writes DIR/ckptfix-VERSION-py3-none-PLATFORM.whl (PEP 427/491), which pip
 installs so that the binary lands on PATH (venv/bin/ckptfix) and the
 importable package `ckptfix` in site-packages:
 
-    ckptfix/...                          --package-dir's files, or a generated
-                                         __init__.py (executable()) + py.typed
+    ckptfix/...                          --package-dir's files (python/ckptfix)
     ckptfix-VERSION.data/scripts/ckptfix the binary, bytes unchanged, mode 0755
     ckptfix-VERSION.dist-info/METADATA   core metadata 2.1
     ckptfix-VERSION.dist-info/WHEEL
@@ -75,43 +74,6 @@ MANYLINUX_LIBS = {
 VERSION_RE = re.compile(
     r"(\d+!)?\d+(\.\d+)*((a|b|rc)\d+)?(\.post\d+)?(\.dev\d+)?(\+[a-z0-9]+(\.[a-z0-9]+)*)?")
 
-INIT_TEMPLATE = '''\
-"""ckptfix: convert and repair PyTorch checkpoints without running pickle code.
-
-The work is done by the ckptfix executable this wheel installs next to the
-Python interpreter (venv/bin/ckptfix); executable() returns its path, e.g.
-
-    import subprocess, ckptfix
-    subprocess.run([ckptfix.executable(), "inspect", "model.pt"], check=True)
-"""
-import os
-import shutil
-import sys
-
-__version__ = "{version}"
-__all__ = ["__version__", "executable"]
-
-
-def executable() -> str:
-    """Return the path of the installed ckptfix executable.
-
-    Looks next to sys.executable first (where pip puts a wheel's scripts in a
-    virtual environment or a system install), then on PATH.
-    Raises FileNotFoundError if neither has one.
-    """
-    candidate = os.path.join(os.path.dirname(sys.executable), "ckptfix")
-    if os.path.isfile(candidate) and os.access(candidate, os.X_OK):
-        return candidate
-    found = shutil.which("ckptfix")
-    if found:
-        return found
-    raise FileNotFoundError(
-        "the ckptfix executable was found neither next to the Python "
-        "interpreter ({{}}) nor on PATH; reinstall the ckptfix wheel, or put the "
-        "directory pip installed its scripts to on PATH".format(os.path.dirname(sys.executable)))
-'''
-
-
 class UsageError(Exception):
     """Bad arguments or unreadable inputs: reported in one line, exit 2."""
 
@@ -134,8 +96,8 @@ def parse_args(argv):
     p.add_argument("--license-expression", default="MIT",
                    help="the License field of METADATA (default: MIT)")
     p.add_argument("--readme", metavar="FILE", help="Markdown file for the long description")
-    p.add_argument("--package-dir", metavar="DIR",
-                   help="the ckptfix Python package's directory (default: a generated minimal one)")
+    p.add_argument("--package-dir", metavar="DIR", required=True,
+                   help="the ckptfix Python package's directory (python/ckptfix)")
     p.add_argument("--strict", action="store_true",
                    help="refuse a binary that breaks the platform tag's promise instead of warning")
     return p.parse_args(argv)
@@ -158,11 +120,10 @@ def validate(args):
         raise UsageError("--binary {}: no such file".format(args.binary))
     if not args.license_expression.strip() or "\n" in args.license_expression:
         raise UsageError("--license-expression must be one non-empty line")
-    if args.package_dir is not None:
-        if not os.path.isdir(args.package_dir):
-            raise UsageError("--package-dir {}: not a directory".format(args.package_dir))
-        if not os.path.isfile(os.path.join(args.package_dir, "__init__.py")):
-            raise UsageError("--package-dir {}: has no __init__.py".format(args.package_dir))
+    if not os.path.isdir(args.package_dir):
+        raise UsageError("--package-dir {}: not a directory".format(args.package_dir))
+    if not os.path.isfile(os.path.join(args.package_dir, "__init__.py")):
+        raise UsageError("--package-dir {}: has no __init__.py".format(args.package_dir))
     names = [os.path.basename(f) for f in args.license]
     for name in names:
         if names.count(name) > 1:
@@ -275,11 +236,6 @@ def source_date():
 
 def package_files(args):
     """(path in the wheel, bytes) of the importable package, sorted by path."""
-    if args.package_dir is None:
-        return [
-            ("ckptfix/__init__.py", INIT_TEMPLATE.format(version=args.version).encode("utf-8")),
-            ("ckptfix/py.typed", b""),  # PEP 561: executable() is typed
-        ]
     files = []
     root = os.path.abspath(args.package_dir)
     for dirpath, dirnames, filenames in os.walk(root):
