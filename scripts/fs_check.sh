@@ -57,7 +57,7 @@ make_fs() {
     return
   fi
   truncate -s 512M "$WORK/$name.img"
-  "$@" "$WORK/$name.img" >/dev/null 2>&1
+  "$@" "$WORK/$name.img" >"$WORK/err" 2>&1 || cannot "$1 failed: $(tail -n 1 "$WORK/err")"
   mount -o loop "$WORK/$name.img" "$WORK/mnt-$name" 2>"$WORK/err" || cannot "mount a loop $name: $(cat "$WORK/err")"
 }
 make_fs ext4 mkfs.ext4 -q -F
