@@ -99,46 +99,44 @@ def main():
         src, half = make(directory, args.size_gib, args.tensors)
         out = os.path.join(directory, "bench-out")
         times, ratios = {}, {}
-        commands = {"cp": ["cp", src, out], "cp-copy": ["cp", "--reflink=never", src, out]}
+        references = {"cp": ["cp", src, out], "cp-copy": ["cp", "--reflink=never", src, out],
+                      "cp-half": ["cp", "--reflink=never", half, out]}
+        commands = {}
         for label, binary in binaries.items():
             for job in jobs:
                 commands[label + job] = [binary] + [a.format(src=src, out=out) for a in JOBS[job]] + ["--gpu", "off"]
-        half_copy = ["cp", "--reflink=never", half, out]
         shuffle = random.Random(0)
         for round_number in range(args.rounds + 1):  # the first round warms the page cache: not counted
-            order = [name for name in commands if name not in ("cp", "cp-copy")]
+            order = list(commands)
             shuffle.shuffle(order)
             for name in order:
-                # Each command right after its reference, as a pair: this
-                # machine's noise (a VM's first touch of memory, writeback)
-                # drifts over seconds, and a ratio within a pair cancels it.
-                # The pair's own order is shuffled too: on this VM a command
-                # that allocates page cache soon after another freed its
-                # pages runs faster than one that comes later (the freed
-                # memory goes back to the host), so a fixed order is a bias.
+                # Each command next to its references: this machine's noise
+                # (a VM's first touch of memory, writeback) drifts over
+                # seconds, and a ratio within adjacent runs cancels it. Their
+                # order is shuffled too: on this VM a command that allocates
+                # page cache soon after another freed its pages runs faster
+                # than one that comes later (the freed memory goes back to
+                # the host), so a fixed order is a bias.
                 refs = ["cp-half"] if name.endswith("cast") else ["cp", "cp-copy"]
                 runs = refs + [name]
                 shuffle.shuffle(runs)
-                took_by = {run: timed(half_copy if run == "cp-half" else commands[run], out) for run in runs}
-                took = took_by[name]
-                pair = {ref: took_by[ref] for ref in refs}
+                took = {run: timed(references.get(run) or commands[run], out) for run in runs}
                 if round_number == 0:
                     continue
-                times.setdefault(name, []).append(took)
-                for ref, ref_took in pair.items():
-                    times.setdefault(ref, []).append(ref_took)
-                    ratios.setdefault((name, ref), []).append(took / ref_took)
+                for run in runs:
+                    times.setdefault(run, []).append(took[run])
+                for ref in refs:
+                    ratios.setdefault((name, ref), []).append(took[name] / took[ref])
         print(f"\n# {directory} ({fs}): {args.size_gib} GiB in {args.tensors} tensors, {args.rounds} rounds "
               f"in a shuffled order, fresh outputs, sync before each command, each command paired with "
               f"its references")
         print("| command | min s | median s | min / min cp | min / min cp-copy | median of paired / cp | "
               "median of paired / cp-copy |")
         print("|---|---|---|---|---|---|---|")
-        for ref in ("cp", "cp-copy", "cp-half"):
-            print(f"| {ref} | {min(times[ref]):.3f} | {statistics.median(times[ref]):.3f} | | | | |")
+        for ref in references:
+            if ref in times:
+                print(f"| {ref} | {min(times[ref]):.3f} | {statistics.median(times[ref]):.3f} | | | | |")
         for name in commands:
-            if name in ("cp", "cp-copy"):
-                continue
             fast, typical = min(times[name]), statistics.median(times[name])
             if name.endswith("cast"):
                 print(f"| {name} | {fast:.3f} | {typical:.3f} | {fast / min(times['cp-half']):.2f} (of cp-half) | | "
