@@ -1,10 +1,10 @@
 #!/bin/sh
 # How ckptfix copies on each kind of local file system (docs/performance.md,
-# "Copy speed"): pread/write through a buffer on ext4 and tmpfs, blocks
+# "Copy speed"): spliced through a 1 MiB pipe on ext4 and tmpfs, blocks
 # shared with the input on XFS (reflink) and btrfs. For each of ext4, tmpfs,
 # XFS and btrfs, on a small loop file (tmpfs: in memory):
-#   1. the atomic-file unit tests with TMPDIR there: every page phase gives
-#      the input's bytes; on XFS and btrfs the block-sharing test must run
+#   1. the atomic-file and splice-copy unit tests with TMPDIR there: every
+#      page phase gives the input's bytes; on XFS and btrfs the block-sharing test must run
 #      (not skip) and find exactly the whole blocks shared;
 #   2. a checkpoint torch saves there, rewritten by `ckptfix strip-prefix`,
 #      loaded by torch 1.13 (local) and the newest 2.x (sid) and compared
@@ -85,7 +85,7 @@ status=0
 for name in ext4 tmpfs xfs btrfs; do
   dir="$WORK/mnt-$name"
   echo "== $name ($dir)"
-  TMPDIR="$dir" "$BUILD/tests/ckptfix_unit_tests" --gtest_filter='AtomicFileTest.*' >"$WORK/unit.log" 2>&1 || {
+  TMPDIR="$dir" "$BUILD/tests/ckptfix_unit_tests" --gtest_filter='AtomicFileTest.*:SpliceCopyTest.*' >"$WORK/unit.log" 2>&1 || {
     cat "$WORK/unit.log"; status=1; continue; }
   case "$name" in
     xfs|btrfs)

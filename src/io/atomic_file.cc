@@ -14,6 +14,7 @@
 #include <sys/types.h>
 
 #include "ckptfix/error.h"
+#include "io/splice_copy.h"
 
 namespace ckptfix {
 namespace {
@@ -47,36 +48,29 @@ void sync_directory(const std::filesystem::path& dir) {
   }
 }
 
-// When copy_file_range is the better copy on the file system of `fd`
-// (measured: docs/performance.md, "Copy speed").
-FileSink::KernelCopy kernel_copy_for(int fd) {
+// Whether copy_file_range may be a copy made by the server (NFS 4.2, SMB,
+// Ceph, FUSE file systems that implement it), without the bytes crossing
+// the network. Elsewhere it is the kernel's splice through a 64 KiB pipe,
+// slower than ours (docs/performance.md, "Copy speed on four file systems").
+bool copies_on_a_server(int fd) {
   struct statfs fs {};
-  if (::fstatfs(fd, &fs) != 0) return FileSink::KernelCopy::never;
+  if (::fstatfs(fd, &fs) != 0) return false;
   switch (static_cast<unsigned long>(fs.f_type)) {
-    // There it may be a copy made by the server (NFS 4.2, SMB, Ceph, FUSE
-    // file systems that implement it), without the bytes crossing the network.
     case 0x6969UL:      // NFS
     case 0xFF534D42UL:  // CIFS
     case 0xFE534D42UL:  // SMB2
     case 0x00C36400UL:  // Ceph
     case 0x65735546UL:  // FUSE
-      return FileSink::KernelCopy::always;
-    // tmpfs writes in single pages: the kernel's splice, one memory copy,
-    // beats the buffer's two (read into it, write out of it), as long as the
-    // offsets agree within a page.
-    case 0x01021994UL:  // tmpfs
-      return FileSink::KernelCopy::at_the_same_page_phase;
-    // ext4 (and XFS) write large folios from large writes, the splice goes
-    // page by page: on ext4 the 1 MiB buffer measured faster.
+      return true;
     default:
-      return FileSink::KernelCopy::never;
+      return false;
   }
 }
 
 }  // namespace
 
 FileSink::FileSink(int fd, std::string name)
-    : fd_(fd), name_(std::move(name)), buffer_(new std::byte[kBufferSize]), kernel_copy_(kernel_copy_for(fd)) {}
+    : fd_(fd), name_(std::move(name)), buffer_(new std::byte[kBufferSize]), server_copy_(copies_on_a_server(fd)) {}
 
 FileSink::~FileSink() = default;
 
@@ -110,28 +104,38 @@ void FileSink::write(std::span<const std::byte> data) {
 
 bool FileSink::copy_from(int fd, uint64_t offset, uint64_t length) {
   flush();
-  const bool same_phase = offset % kPageSize == position_ % kPageSize;
-  if ((kernel_copy_ == KernelCopy::always || (kernel_copy_ == KernelCopy::at_the_same_page_phase && same_phase)) &&
-      copy_in_kernel(fd, offset, length))
-    return true;
-  // Elsewhere the bytes go through the 1 MiB buffer (kernel_copy_for says
-  // why), but what no copy can match is sharing the blocks (XFS with
-  // reflink, btrfs): the whole blocks of the range are cloned where the
-  // input's and the output's offsets agree within a block (the zip writer
-  // pads records to their input's page phase for this), the pieces at
-  // either end copied.
+  if (server_copy_ && copy_in_kernel(fd, offset, length)) return true;
+  // What no copy can match is sharing the blocks (XFS with reflink,
+  // btrfs): the whole blocks of the range are cloned where the input's and
+  // the output's offsets agree within a block (the zip writer pads records
+  // to their input's page phase for this), the pieces at either end copied.
   uint64_t done = 0;
-  if (clone_supported_ && same_phase) {
+  if (clone_supported_ && offset % kPageSize == position_ % kPageSize) {
     const uint64_t head = std::min(length, (kPageSize - offset % kPageSize) % kPageSize);
     const uint64_t blocks = (length - head) / kPageSize * kPageSize;
     if (blocks > 0) {
-      copy_through_buffer(fd, offset, head);
+      copy_bytes(fd, offset, head);
       if (clone_blocks(fd, offset + head, blocks)) done = head + blocks;
       else done = head;
     }
   }
-  copy_through_buffer(fd, offset + done, length - done);
+  copy_bytes(fd, offset + done, length - done);
   return true;
+}
+
+void FileSink::copy_bytes(int fd, uint64_t offset, uint64_t length) {
+  if (length == 0) return;
+  if (!splice_tried_) {
+    splice_ = SpliceCopy::open();  // nullptr without a 1 MiB pipe: the buffer instead
+    splice_tried_ = true;
+  }
+  uint64_t done = 0;
+  if (splice_) {
+    done = splice_->copy(fd, offset, length, fd_, name_);
+    position_ += done;
+    if (done < length) splice_.reset();  // one of the files does not splice: not tried again
+  }
+  copy_through_buffer(fd, offset + done, length - done);
 }
 
 bool FileSink::copy_in_kernel(int fd, uint64_t offset, uint64_t length) {
@@ -143,7 +147,7 @@ bool FileSink::copy_in_kernel(int fd, uint64_t offset, uint64_t length) {
     if (n <= 0) {
       if (left == length && (n == 0 || errno == EXDEV || errno == EINVAL || errno == ENOSYS || errno == EOPNOTSUPP ||
                              errno == EBADF || errno == EPERM)) {
-        kernel_copy_ = KernelCopy::never;  // e.g. another file system type: the buffer instead
+        server_copy_ = false;  // e.g. another file system type: copied here instead
         return false;
       }
       throw io_error("copy_file_range failed", name_);

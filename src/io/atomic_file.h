@@ -18,6 +18,7 @@
 namespace ckptfix {
 
 class FileSink;
+class SpliceCopy;
 
 class AtomicFile {
  public:
@@ -62,11 +63,9 @@ class FileSink final : public ByteSink {
   bool copy_from(int fd, uint64_t offset, uint64_t length) override;
   int fd() const { return fd_; }
 
-  /// Where copy_from lets the kernel copy (copy_file_range), by file system.
-  enum class KernelCopy { never, at_the_same_page_phase, always };
-
  private:
   void write_fully(const std::byte* data, size_t size);
+  void copy_bytes(int fd, uint64_t offset, uint64_t length);
   void copy_through_buffer(int fd, uint64_t offset, uint64_t length);
   bool copy_in_kernel(int fd, uint64_t offset, uint64_t length);
   bool clone_blocks(int fd, uint64_t offset, uint64_t length);
@@ -77,7 +76,9 @@ class FileSink final : public ByteSink {
   std::unique_ptr<std::byte[]> buffer_;
   size_t used_ = 0;
   bool clone_supported_ = true;  // FICLONERANGE: until the file system says no
-  KernelCopy kernel_copy_;       // never, once copy_file_range has said no
+  bool server_copy_;             // copy_file_range: until it says no
+  bool splice_tried_ = false;
+  std::unique_ptr<SpliceCopy> splice_;  // the copy elsewhere (copy_bytes)
 };
 
 }  // namespace ckptfix

@@ -82,9 +82,9 @@ TEST_F(AtomicFileTest, ReplacingKeepsTheTargetsPermissions) {
             fs::perms::owner_read | fs::perms::owner_write | fs::perms::group_read);
 }
 
-// Copies whose input and output offsets sit at the same place in a page go
-// through copy_file_range, the others through a buffer (faster there): both
-// must give the input's bytes exactly, across buffer-sized pieces.
+// Copies at any input and output offsets (spliced through a pipe here, or
+// through the buffer where the pipe cannot be had) must give the input's
+// bytes exactly, across pipe- and buffer-sized pieces.
 TEST_F(AtomicFileTest, CopiesAtEveryPagePhaseGiveTheInputsBytes) {
   std::string input(3 * (size_t{1} << 20) + 12345, '\0');
   for (size_t i = 0; i < input.size(); ++i) input[i] = static_cast<char>((i * 2654435761u) >> 13);
@@ -107,6 +107,33 @@ TEST_F(AtomicFileTest, CopiesAtEveryPagePhaseGiveTheInputsBytes) {
     }
   }
   ::close(fd);
+}
+
+// An output that does not splice (here: opened for appending, which splice
+// refuses) gets the rest of the copy through the buffer, and so do all
+// later copies of that sink: the same bytes either way.
+TEST_F(AtomicFileTest, AnOutputThatDoesNotSpliceIsCopiedThroughTheBuffer) {
+  std::string input(3 * (size_t{1} << 20) + 999, '\0');
+  for (size_t i = 0; i < input.size(); ++i) input[i] = static_cast<char>((i * 2654435761u) >> 9);
+  std::ofstream(dir_ / "in.bin", std::ios::binary) << input;
+  const int in = ::open((dir_ / "in.bin").c_str(), O_RDONLY);
+  const int out = ::open((dir_ / "out.bin").c_str(), O_WRONLY | O_CREAT | O_TRUNC | O_APPEND, 0644);
+  ASSERT_GE(in, 0);
+  ASSERT_GE(out, 0);
+  {
+    FileSink sink(out, "out.bin");
+    sink.write(as_bytes(std::string(10, 'p')));
+    ASSERT_TRUE(sink.copy_from(in, 7, input.size() - 7));
+    ASSERT_TRUE(sink.copy_from(in, 0, 5000));
+    sink.write(as_bytes("end"));
+    sink.flush();
+    EXPECT_EQ(sink.position(), 10 + input.size() - 7 + 5000 + 3);
+  }
+  ::close(in);
+  ::close(out);
+  std::ifstream back(dir_ / "out.bin", std::ios::binary);
+  const std::string bytes((std::istreambuf_iterator<char>(back)), std::istreambuf_iterator<char>());
+  EXPECT_EQ(bytes, std::string(10, 'p') + input.substr(7) + input.substr(0, 5000) + "end");
 }
 
 // Whether the file system under `dir` can share blocks between files (FICLONE).
