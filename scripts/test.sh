@@ -19,18 +19,22 @@
 # Every judge is required here (CKPTFIX_REQUIRE_JUDGES=1): a missing one fails.
 set -eu
 cd "$(dirname "$0")/.."
+started=$(date +%s)
+# Each stage's heading says how long the run has taken so far, so a slow
+# stage shows in any log (the CI budget is 75 minutes).
+stage() { echo "== $1 [$(( $(date +%s) - started )) s]"; }
 ./scripts/setup.sh
 ./scripts/judges.sh provision
 export CKPTFIX_REQUIRE_JUDGES=1
 ./scripts/judges.sh list
 
-echo "== tests (release build; judges: torch 1.13, 2.6, newest 2.x)"
+stage "tests (release build; judges: torch 1.13, 2.6, newest 2.x)"
 ctest --test-dir build --output-on-failure -j "$(nproc)"
 
-echo "== copies on ext4, tmpfs, XFS and btrfs"
+stage "copies on ext4, tmpfs, XFS and btrfs"
 ./scripts/fs_check.sh --if-possible build
 
-echo "== tests (AddressSanitizer + UndefinedBehaviorSanitizer build)"
+stage "tests (AddressSanitizer + UndefinedBehaviorSanitizer build)"
 # LibTorch itself is not built with the sanitizers, so its bridge is tested in
 # the release builds only.
 cmake -S . -B build-asan -G Ninja -DCMAKE_BUILD_TYPE=RelWithDebInfo -DCKPTFIX_JUDGES=local \
@@ -39,15 +43,15 @@ cmake --build build-asan
 ASAN_OPTIONS=detect_leaks=1 UBSAN_OPTIONS=print_stacktrace=1 \
   ctest --test-dir build-asan --output-on-failure -j "$(nproc)"
 
-echo "== tests (inside the sid root: newest g++, CMake, LibTorch and torch)"
+stage "tests (inside the sid root: newest g++, CMake, LibTorch and torch)"
 ./scripts/judges.sh run sid sh -euc '
   g++ --version | head -n 1; cmake --version | head -n 1
   cmake -S . -B build-sid -G Ninja -DCMAKE_BUILD_TYPE=Release -DCKPTFIX_JUDGES=local
   cmake --build build-sid
   ctest --test-dir build-sid --output-on-failure -j "$(nproc)"'
-echo "== release (docs/release.md)"
+stage "release (docs/release.md)"
 ./scripts/release.sh build/dist
 ./scripts/release_test.sh build/dist
-echo "== fuzzing (every target for ${CKPTFIX_FUZZ_SECONDS:-60} s)"
+stage "fuzzing (every target for ${CKPTFIX_FUZZ_SECONDS:-60} s)"
 ./scripts/fuzz.sh "${CKPTFIX_FUZZ_SECONDS:-60}"
-echo "== all tests passed"
+stage "all tests passed"

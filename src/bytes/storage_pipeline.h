@@ -6,7 +6,7 @@
 //  * Fast path: bytes that need no change, stored in the input file and
 //    going to a file, are copied unread by the sink (FileSink::copy_from:
 //    blocks shared with the input on XFS and btrfs, copy_file_range on a
-//    network file system or tmpfs, pread/write through one buffer otherwise).
+//    network file system, a splice through a 1 MiB pipe otherwise).
 //    Their expected CRC-32 is the one the input archive records (or, if it
 //    records none, computed from the input on the worker while the sink
 //    copies); they get no XXH3.
