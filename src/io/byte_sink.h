@@ -21,8 +21,8 @@ class ByteSink {
   /// Whether copy_from() can be used.
   virtual bool can_copy_from() const { return false; }
   /// Appends `length` bytes of the file `fd` at `offset` without looking at
-  /// them (a file sink shares the input's blocks or has the kernel copy
-  /// where that is better, else reads and writes through its buffer).
+  /// them (a file sink shares the input's blocks, has a server copy them,
+  /// or splices them through a pipe; else reads and writes through its buffer).
   /// Returns false, having written nothing, when it cannot copy between
   /// these files.
   virtual bool copy_from(int fd, uint64_t offset, uint64_t length) {
