@@ -4,8 +4,8 @@
 # shared with the input on XFS (reflink) and btrfs. For each of ext4, tmpfs,
 # XFS and btrfs, on a small loop file (tmpfs: in memory):
 #   1. the atomic-file and splice-copy unit tests with TMPDIR there: every
-#      page phase gives the input's bytes; on XFS and btrfs the block-sharing test must run
-#      (not skip) and find exactly the whole blocks shared;
+#      page phase gives the input's bytes; on XFS and btrfs the block-sharing
+#      test must run (not skip) and find exactly the whole blocks shared;
 #   2. a checkpoint torch saves there, rewritten by `ckptfix strip-prefix`,
 #      loaded by torch 1.13 (local) and the newest 2.x (sid) and compared
 #      with the input; on XFS and btrfs, filefrag must show shared extents.
