@@ -1,7 +1,7 @@
 // What the CPU offers the hand-vectorized kernels (conversions, statistics,
 // the GPU load test's checksum), asked once per process.
 //
-// The hand-vectorized kernels are x86-64's (AVX2, F16C) and are compiled
+// The hand-vectorized kernels are x86-64's (AVX2, F16C, VPCLMULQDQ) and are compiled
 // only there (CKPTFIX_AVX2_KERNELS); elsewhere (the aarch64 release build)
 // the portable loops run, which the compiler vectorizes for that target.
 #pragma once
@@ -34,9 +34,21 @@ inline bool cpu_has_avx2_f16c() {
   }();
   return yes;
 }
+
+/// AVX2 and VPCLMULQDQ (carry-less multiplication on 256-bit vectors, for
+/// CRC-32): CPUID leaf 7 ECX bit 10, and PCLMULQDQ, leaf 1 ECX bit 1.
+inline bool cpu_has_avx2_vpclmulqdq() {
+  static const bool yes = [] {
+    unsigned eax = 0, ebx = 0, ecx = 0, edx = 0;
+    if (!cpu_has_avx2() || __get_cpuid(1, &eax, &ebx, &ecx, &edx) == 0 || (ecx & bit_PCLMUL) == 0) return false;
+    return __get_cpuid_count(7, 0, &eax, &ebx, &ecx, &edx) != 0 && (ecx & bit_VPCLMULQDQ) != 0;
+  }();
+  return yes;
+}
 #else
 inline bool cpu_has_avx2() { return false; }
 inline bool cpu_has_avx2_f16c() { return false; }
+inline bool cpu_has_avx2_vpclmulqdq() { return false; }
 #endif
 
 }  // namespace ckptfix

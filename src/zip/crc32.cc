@@ -2,9 +2,115 @@
 
 #include <libdeflate.h>
 
+#include "dtype_kernels/cpu_features.h"
+#if CKPTFIX_AVX2_KERNELS
+#include <immintrin.h>
+#endif
+
 namespace ckptfix {
+namespace {
+
+#if CKPTFIX_AVX2_KERNELS
+// CRC folding (Intel's "Fast CRC Computation for Generic Polynomials Using
+// PCLMULQDQ", as libdeflate does it) on 256-bit vectors: each 128-bit lane
+// of the running remainder is carried D bits down the message by
+// multiplying its halves by powers of x modulo G and adding the products to
+// the lane found there. The multipliers are computed here, not copied; the
+// compile-time checks below hold a few against libdeflate's table.
+constexpr uint64_t kGenerator = 0x104c11db7;  // the zip polynomial, natural bit order
+
+// (t · t · x^shift) mod G for t of fewer than 32 bits.
+constexpr uint32_t square_mod_g(uint32_t t, int shift) {
+  unsigned __int128 p = 0;
+  for (int i = 0; i < 32; ++i) {
+    if ((t >> i) & 1) p ^= static_cast<unsigned __int128>(t) << i;
+  }
+  p <<= shift;
+  for (int bit = 127; bit >= 32; --bit) {
+    if ((p >> bit) & 1) p ^= static_cast<unsigned __int128>(kGenerator) << (bit - 32);
+  }
+  return static_cast<uint32_t>(p);
+}
+
+constexpr uint32_t x_to_the_mod_g(unsigned d) {
+  return d < 32 ? uint32_t{1} << d : square_mod_g(x_to_the_mod_g(d / 2), static_cast<int>(d % 2));
+}
+
+constexpr uint32_t reversed(uint32_t v) {
+  uint32_t r = 0;
+  for (int i = 0; i < 32; ++i) {
+    if ((v >> i) & 1) r |= uint32_t{1} << (31 - i);
+  }
+  return r;
+}
+
+// The zip CRC is bit-reflected: so are its multipliers.
+constexpr int64_t multiplier(unsigned d) { return reversed(x_to_the_mod_g(d)); }
+static_assert(multiplier(95) == 0xccaa009e && multiplier(159) == 0xae689191, "libdeflate's CRC32_X95/X159_MODG");
+static_assert(multiplier(2015) == 0xe95c1271 && multiplier(2079) == 0xce3371cb, "libdeflate's CRC32_X2015/X2079_MODG");
+
+// Multipliers for carrying a lane `bits` down: its first 8 bytes (the low
+// qword) by x^(bits+31) mod G, its last 8 by x^(bits-33) mod G (the products
+// are 95 bits long, and reflected).
+#define CKPTFIX_FOLD_BY(bits) multiplier((bits) - 33), multiplier((bits) + 31)
+
+__attribute__((target("avx2,pclmul,vpclmulqdq"))) inline __m256i fold(__m256i lanes, __m256i next, __m256i by) {
+  return _mm256_xor_si256(_mm256_xor_si256(next, _mm256_clmulepi64_epi128(lanes, by, 0x00)),
+                          _mm256_clmulepi64_epi128(lanes, by, 0x11));
+}
+
+__attribute__((target("avx2,pclmul,vpclmulqdq"))) inline __m256i load(const std::byte* p) {
+  return _mm256_loadu_si256(reinterpret_cast<const __m256i*>(p));
+}
+
+// Eight vectors (256 bytes) a round: a fold's multiplications take several
+// cycles, so eight independent ones keep the unit busy. Below kFolded the
+// set-up costs more than libdeflate's 128-bit folding.
+constexpr size_t kRound = 256;
+constexpr size_t kFolded = 2 * kRound;
+
+__attribute__((target("avx2,pclmul,vpclmulqdq"))) uint32_t crc32_vpclmulqdq(uint32_t crc, const std::byte* p,
+                                                                            size_t len) {
+  const __m256i by_2048 = _mm256_set_epi64x(CKPTFIX_FOLD_BY(2048), CKPTFIX_FOLD_BY(2048));
+  const __m256i by_1024 = _mm256_set_epi64x(CKPTFIX_FOLD_BY(1024), CKPTFIX_FOLD_BY(1024));
+  const __m256i by_512 = _mm256_set_epi64x(CKPTFIX_FOLD_BY(512), CKPTFIX_FOLD_BY(512));
+  const __m256i by_256 = _mm256_set_epi64x(CKPTFIX_FOLD_BY(256), CKPTFIX_FOLD_BY(256));
+  const __m128i by_128 = _mm_set_epi64x(CKPTFIX_FOLD_BY(128));
+  // The running CRC (un-inverted) is added to the message's first 32 bits.
+  __m256i v[8];
+  for (int i = 0; i < 8; ++i) v[i] = load(p + 32 * i);
+  v[0] = _mm256_xor_si256(v[0], _mm256_zextsi128_si256(_mm_cvtsi32_si128(static_cast<int>(~crc))));
+  p += kRound;
+  len -= kRound;
+  for (; len >= kRound; p += kRound, len -= kRound) {
+    for (int i = 0; i < 8; ++i) v[i] = fold(v[i], load(p + 32 * i), by_2048);
+  }
+  for (int i = 0; i < 4; ++i) v[i] = fold(v[i], v[i + 4], by_1024);
+  for (int i = 0; i < 2; ++i) v[i] = fold(v[i], v[i + 2], by_512);
+  const __m256i last = fold(v[0], v[1], by_256);
+  const __m128i high = _mm256_extracti128_si256(last, 0);
+  const __m128i low = _mm256_extracti128_si256(last, 1);
+  const __m128i rest = _mm_xor_si128(_mm_xor_si128(low, _mm_clmulepi64_si128(high, by_128, 0x00)),
+                                     _mm_clmulepi64_si128(high, by_128, 0x11));
+  // These 16 bytes now stand for the whole message so far: their CRC from a
+  // zero start (libdeflate's, whose start and result are inverted), then the tail.
+  alignas(16) std::byte folded[16];
+  _mm_store_si128(reinterpret_cast<__m128i*>(folded), rest);
+  return libdeflate_crc32(libdeflate_crc32(~uint32_t{0}, folded, sizeof folded), p, len);
+}
+#undef CKPTFIX_FOLD_BY
+#endif
+
+}  // namespace
 
 uint32_t crc32_update(uint32_t crc, std::span<const std::byte> data) {
+#if CKPTFIX_AVX2_KERNELS
+  if (data.size() >= kFolded && cpu_has_avx2_vpclmulqdq()) return crc32_vpclmulqdq(crc, data.data(), data.size());
+#endif
+  return libdeflate_crc32(crc, data.data(), data.size());
+}
+
+uint32_t crc32_update_reference(uint32_t crc, std::span<const std::byte> data) {
   return libdeflate_crc32(crc, data.data(), data.size());
 }
 

@@ -1,7 +1,11 @@
 // The zip layer on in-memory bytes: writer layout (alignment, descriptors,
 // zip64 end records), reader lookups, and one test per zip error.
 #include <gtest/gtest.h>
+#include <zlib.h>
 
+#include <random>
+
+#include "dtype_kernels/cpu_features.h"
 #include "io/input_file.h"
 #include "test_support.h"
 #include "zip/crc32.h"
@@ -44,6 +48,34 @@ TEST_P(ZipRoundTrip, RecordsAreAlignedCrcdAndReadBack) {
 }
 
 INSTANTIATE_TEST_SUITE_P(Sizes, ZipRoundTrip, ::testing::Values(0, 1, 3, 63, 64, 65, 4099, 1 << 20));
+
+// CRC-32 against zlib's (a third implementation): every length up to 3 KiB
+// at every alignment inside 32 bytes, from random starting CRCs, and long
+// runs continued piece by piece, through the folded path's every exit.
+TEST(Crc32, IsZlibsAtEveryLengthAndAlignment) {
+  if (!cpu_has_avx2_vpclmulqdq()) std::puts("note: no VPCLMULQDQ on this CPU: libdeflate's CRC-32 alone is tested");
+  std::mt19937_64 random(36);
+  std::vector<std::byte> bytes((size_t{1} << 20) + 97);
+  for (std::byte& b : bytes) b = static_cast<std::byte>(random());
+  auto zlib_crc = [](uint32_t crc, std::span<const std::byte> data) {
+    return static_cast<uint32_t>(::crc32(crc, reinterpret_cast<const Bytef*>(data.data()), static_cast<uInt>(data.size())));
+  };
+  for (size_t length = 0; length <= 3072; ++length) {
+    for (size_t offset = 0; offset < 32; ++offset) {
+      const auto data = std::span<const std::byte>(bytes).subspan(offset, length);
+      const auto start = static_cast<uint32_t>(random());
+      ASSERT_EQ(crc32_update(start, data), zlib_crc(start, data)) << "length " << length << ", offset " << offset;
+    }
+  }
+  for (size_t piece : {size_t{511}, size_t{512}, size_t{4096} + 5, size_t{256} << 10, bytes.size()}) {
+    uint32_t crc = 0;
+    for (size_t at = 0; at < bytes.size(); at += piece) {
+      crc = crc32_update(crc, std::span<const std::byte>(bytes).subspan(at, std::min(piece, bytes.size() - at)));
+    }
+    EXPECT_EQ(crc, zlib_crc(0, bytes)) << "pieces of " << piece;
+    EXPECT_EQ(crc, crc32_update_reference(0, bytes));
+  }
+}
 
 TEST(ZipWriter, ReproducesTorchsOwnBytes) {
   // Re-writing every record of a torch 1.13 file, in its order, with
