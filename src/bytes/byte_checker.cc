@@ -137,8 +137,8 @@ void ByteChecker::finish_device() {
 }
 
 Digest ByteChecker::digest(uint64_t size, const std::function<void(std::span<std::byte>)>& read,
-                           const std::optional<OnDevice>& device) {
-  begin(device);
+                           const std::optional<OnDevice>& device, bool hash) {
+  begin(device, hash);
   for (uint64_t left = size; left > 0;) {
     const size_t n = static_cast<size_t>(std::min<uint64_t>(left, buffer_.size()));
     std::span<std::byte> chunk(buffer_.data(), n);
@@ -194,7 +194,7 @@ void ReadBack::check(const std::string& record, uint64_t offset, uint64_t size, 
   } else {
     uint64_t at = offset;
     d = checker_.digest(size, [&](std::span<std::byte> out) { read_exactly(out, at, record), at += out.size(); },
-                        device);
+                        device, hash.has_value());
   }
   if (crc && d.crc != *crc) {
     throw Error(ErrorKind::kVerification, "the bytes read back have CRC-32 " + hex32(d.crc) + " but " + hex32(*crc) +

@@ -57,9 +57,9 @@ class ByteChecker {
 
   /// Digests `size` bytes obtained from `read(buffer)` (which fills the whole
   /// buffer it is given), loading them on the device too when `device` is
-  /// given and the load test runs.
+  /// given and the load test runs. Without `hash`, only the CRC-32.
   Digest digest(uint64_t size, const std::function<void(std::span<std::byte>)>& read,
-                const std::optional<OnDevice>& device);
+                const std::optional<OnDevice>& device, bool hash);
 
   /// The same for bytes that are already in memory (e.g. a mapped window):
   /// begin(), update() with consecutive views, finish(). Without `hash`,
