@@ -24,18 +24,22 @@ constexpr size_t kSlice = (size_t{2} << 20) / 16 * 16;
 // CRC-32 and XXH3 go over cache-sized pieces, so the second pass reads the cache.
 constexpr size_t kPiece = size_t{256} << 10;
 
-// The last stage: CRC-32 and XXH3 of the output bytes, then the sink.
+// The last stage: CRC-32 and XXH3 of the output bytes (digest), then the sink.
 class OutputStage {
  public:
   explicit OutputStage(ByteSink& sink) : sink_(sink) { XXH3_64bits_reset(hash_.get()); }
   void operator()(std::span<const std::byte> bytes) {
+    digest(bytes);
+    write(bytes);
+  }
+  void digest(std::span<const std::byte> bytes) {
     for (size_t at = 0; at < bytes.size(); at += kPiece) {
       const auto piece = bytes.subspan(at, std::min(kPiece, bytes.size() - at));
       crc_ = crc32_update(crc_, piece);
       XXH3_64bits_update(hash_.get(), piece.data(), piece.size());
     }
-    sink_.write(bytes);
   }
+  void write(std::span<const std::byte> bytes) { sink_.write(bytes); }
   uint32_t crc() const { return crc_; }
   uint64_t hash() const { return XXH3_64bits_digest(hash_.get()); }
 
@@ -143,8 +147,11 @@ StoragePipeline::Pumped StoragePipeline::pump(const Storage& s, bool large) {
       const std::span<const std::byte> bytes(buffer.data(), transform.apply(in, buffer.data()));
       if (std::exchange(head, false)) zip_.note_direct_head(bytes.first(std::min<size_t>(bytes.size(), 8)));
       if (large) {
-        pending[next] = worker_.run([&output, bytes] {
-          output(bytes);
+        // With a read-back the worker also reads every record again: the
+        // digest is made here then, while the bytes are in this core's cache.
+        if (readback_ != nullptr) output.digest(bytes);
+        pending[next] = worker_.run([&output, bytes, digested = readback_ != nullptr] {
+          digested ? output.write(bytes) : output(bytes);
           return uint64_t{bytes.size()};
         });
         next = (next + 1) % buffers;
