@@ -12,6 +12,7 @@
 #include "ckptfix/error.h"
 #include "io/mapped_window.h"
 #include "zip/crc32.h"
+#include "io/system_calls.h"
 
 namespace ckptfix {
 
@@ -153,7 +154,7 @@ ReadBack::ReadBack(const std::string& path, GpuMode gpu, ProgressCallback progre
                    bool inject_gpu_fault)
     : path_(path), checker_(gpu, gpu_, std::move(progress), total, inject_gpu_fault) {
   fd_ = ::open(path.c_str(), O_RDONLY | O_CLOEXEC);
-  if (fd_ < 0) throw Error(ErrorKind::kIo, std::string("cannot re-open for verification: ") + std::strerror(errno)).in_file(path);
+  if (fd_ < 0) throw system_error("cannot re-open for verification").in_file(path);
 }
 
 ReadBack::~ReadBack() {

@@ -15,6 +15,7 @@
 
 #include "ckptfix/error.h"
 #include "io/splice_copy.h"
+#include "io/system_calls.h"
 
 namespace ckptfix {
 namespace {
@@ -25,7 +26,7 @@ constexpr const char* kTempMarker = ".ckptfix-";
 constexpr const char* kTempSuffix = ".tmp";
 
 Error io_error(const std::string& what, const std::filesystem::path& file) {
-  return Error(ErrorKind::kIo, what + ": " + std::strerror(errno)).in_file(file.string());
+  return system_error(what).in_file(file.string());
 }
 
 std::string temp_prefix(const std::filesystem::path& target) {
@@ -74,18 +75,6 @@ FileSink::FileSink(int fd, std::string name)
 
 FileSink::~FileSink() = default;
 
-void FileSink::write_fully(const std::byte* data, size_t size) {
-  while (size > 0) {
-    const ssize_t n = ::write(fd_, data, size);
-    if (n < 0) {
-      if (errno == EINTR) continue;
-      throw io_error("write failed", name_);
-    }
-    data += n;
-    size -= static_cast<size_t>(n);
-  }
-}
-
 void FileSink::write(std::span<const std::byte> data) {
   position_ += data.size();
   if (used_ + data.size() <= kBufferSize) {
@@ -95,7 +84,7 @@ void FileSink::write(std::span<const std::byte> data) {
   }
   flush();
   if (data.size() >= kBufferSize) {
-    write_fully(data.data(), data.size());
+    write_all(fd_, data, name_);
   } else {
     std::memcpy(buffer_.get(), data.data(), data.size());
     used_ = data.size();
@@ -187,8 +176,8 @@ void FileSink::copy_through_buffer(int fd, uint64_t offset, uint64_t length) {
     const ssize_t n = ::pread(fd, buffer_.get(), want, static_cast<off_t>(offset + done));
     if (n < 0 && errno == EINTR) continue;
     if (n < 0) throw io_error("reading the input failed", name_);
-    if (n == 0) throw Error(ErrorKind::kIo, "the input ended during the copy (was it changed meanwhile?)").in_file(name_);
-    write_fully(buffer_.get(), static_cast<size_t>(n));
+    if (n == 0) throw input_ended_during_copy(name_);
+    write_all(fd_, std::span<const std::byte>(buffer_.get(), static_cast<size_t>(n)), name_);
     done += static_cast<uint64_t>(n);
   }
   position_ += length;
@@ -196,7 +185,7 @@ void FileSink::copy_through_buffer(int fd, uint64_t offset, uint64_t length) {
 
 void FileSink::flush() {
   if (used_ == 0) return;
-  write_fully(buffer_.get(), used_);
+  write_all(fd_, std::span<const std::byte>(buffer_.get(), used_), name_);
   used_ = 0;
 }
 

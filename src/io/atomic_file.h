@@ -64,7 +64,6 @@ class FileSink final : public ByteSink {
   int fd() const { return fd_; }
 
  private:
-  void write_fully(const std::byte* data, size_t size);
   void copy_bytes(int fd, uint64_t offset, uint64_t length);
   void copy_through_buffer(int fd, uint64_t offset, uint64_t length);
   bool copy_in_kernel(int fd, uint64_t offset, uint64_t length);

@@ -10,6 +10,7 @@
 #include <unistd.h>
 
 #include "ckptfix/error.h"
+#include "io/system_calls.h"
 
 namespace ckptfix {
 namespace {
@@ -27,11 +28,11 @@ std::shared_ptr<const InputFile> InputFile::open(const std::filesystem::path& pa
   // changes nothing for reads of a regular file.)
   file->fd_ = ::open(path.c_str(), O_RDONLY | O_CLOEXEC | O_NONBLOCK);
   if (file->fd_ < 0) {
-    throw Error(ErrorKind::kIo, std::string("cannot open: ") + std::strerror(errno)).in_file(file->name_);
+    throw system_error("cannot open").in_file(file->name_);
   }
   struct stat st {};
   if (::fstat(file->fd_, &st) != 0) {
-    throw Error(ErrorKind::kIo, std::string("cannot stat: ") + std::strerror(errno)).in_file(file->name_);
+    throw system_error("cannot stat").in_file(file->name_);
   }
   if (S_ISDIR(st.st_mode)) {
     throw Error(ErrorKind::kNotCheckpoint, "is a directory, not a checkpoint file")
@@ -113,7 +114,7 @@ MappedRange InputFile::map_range(uint64_t offset, uint64_t length, std::string_v
   const size_t mapped = static_cast<size_t>(offset - start + length);
   void* base = ::mmap(nullptr, mapped, PROT_READ, MAP_SHARED, fd_, static_cast<off_t>(start));
   if (base == MAP_FAILED) {
-    throw Error(ErrorKind::kIo, std::string("cannot map: ") + std::strerror(errno)).in_file(name_).at(std::string(what));
+    throw system_error("cannot map").in_file(name_).at(std::string(what));
   }
   out.mapping_ = base;
   out.mapped_size_ = mapped;
@@ -140,7 +141,7 @@ void InputFile::read_fd(uint64_t offset, std::span<std::byte> out, std::string_v
     ssize_t n = ::pread(fd_, out.data() + done, out.size() - done, static_cast<off_t>(offset + done));
     if (n < 0) {
       if (errno == EINTR) continue;
-      throw Error(ErrorKind::kIo, std::string("read failed: ") + std::strerror(errno))
+      throw system_error("read failed")
           .in_file(name_)
           .at(std::string(what));
     }
@@ -160,7 +161,7 @@ const std::byte* InputFile::shared_mapping() const {
   std::lock_guard<std::mutex> lock(mapping_mutex_);
   if (shared_ == nullptr) {
     void* base = ::mmap(nullptr, size_, PROT_READ, MAP_SHARED, fd_, 0);
-    if (base == MAP_FAILED) throw Error(ErrorKind::kIo, std::string("cannot map: ") + std::strerror(errno)).in_file(name_);
+    if (base == MAP_FAILED) throw system_error("cannot map").in_file(name_);
     shared_ = static_cast<const std::byte*>(base);
   }
   return shared_;
@@ -171,7 +172,7 @@ std::shared_ptr<std::byte> InputFile::private_mapping() const {
   std::lock_guard<std::mutex> lock(mapping_mutex_);
   if (std::shared_ptr<std::byte> existing = private_.lock()) return existing;
   void* base = ::mmap(nullptr, size_, PROT_READ | PROT_WRITE, MAP_PRIVATE, fd_, 0);
-  if (base == MAP_FAILED) throw Error(ErrorKind::kIo, std::string("cannot map: ") + std::strerror(errno)).in_file(name_);
+  if (base == MAP_FAILED) throw system_error("cannot map").in_file(name_);
   const size_t size = size_;
   std::shared_ptr<std::byte> mapping(static_cast<std::byte*>(base), [size](std::byte* p) { ::munmap(p, size); });
   private_ = mapping;

@@ -5,9 +5,9 @@
 
 #include <algorithm>
 #include <cerrno>
-#include <cstring>
 
 #include "ckptfix/error.h"
+#include "io/system_calls.h"
 
 namespace ckptfix {
 
@@ -22,7 +22,7 @@ void for_each_mapped(int fd, uint64_t offset, uint64_t size, const std::string& 
     const uint64_t mapped = start - aligned + length;
     void* base = ::mmap(nullptr, mapped, PROT_READ, MAP_SHARED | MAP_POPULATE, fd, static_cast<off_t>(aligned));
     if (base == MAP_FAILED) {
-      throw Error(ErrorKind::kIo, std::string("cannot map for reading: ") + std::strerror(errno)).at(what);
+      throw system_error("cannot map for reading").at(what);
     }
     try {
       visit({static_cast<const std::byte*>(base) + (start - aligned), static_cast<size_t>(length)});

@@ -3,11 +3,11 @@
 #include <algorithm>
 #include <array>
 #include <cerrno>
-#include <cstring>
 #include <fcntl.h>
 #include <unistd.h>
 
 #include "ckptfix/error.h"
+#include "io/system_calls.h"
 
 namespace ckptfix {
 namespace {
@@ -15,10 +15,6 @@ namespace {
 // Unprivileged processes may make pipes up to /proc/sys/fs/pipe-max-size,
 // 1 MiB by default (larger ones need CAP_SYS_RESOURCE and were not measured).
 constexpr int kPipeSize = 1 << 20;
-
-Error copy_error(const std::string& what, const std::string& output) {
-  return Error(ErrorKind::kIo, what + ": " + std::strerror(errno)).in_file(output);
-}
 
 // The errors with which splice says that a file cannot take part (a file
 // system without splice_read/splice_write, a file opened with O_APPEND).
@@ -56,8 +52,8 @@ uint64_t SpliceCopy::copy(int in, uint64_t offset, uint64_t length, int out, con
     const ssize_t got = ::splice(in, &at, write_end_, nullptr, want, 0);
     if (got < 0 && errno == EINTR) continue;
     if (got < 0 && does_not_splice(errno)) return done;
-    if (got < 0) throw copy_error("reading the input failed", output);
-    if (got == 0) throw Error(ErrorKind::kIo, "the input ended during the copy (was it changed meanwhile?)").in_file(output);
+    if (got < 0) throw system_error("reading the input failed").in_file(output);
+    if (got == 0) throw input_ended_during_copy(output);
     size_t pending = static_cast<size_t>(got);
     while (pending > 0) {
       const ssize_t put = ::splice(read_end_, nullptr, out, nullptr, pending, 0);
@@ -67,7 +63,7 @@ uint64_t SpliceCopy::copy(int in, uint64_t offset, uint64_t length, int out, con
         return done + static_cast<uint64_t>(got);
       }
       if (put == 0) errno = EIO;  // a file that takes nothing: not expected, not looped on
-      if (put <= 0) throw copy_error("write failed", output);
+      if (put <= 0) throw system_error("write failed").in_file(output);
       pending -= static_cast<size_t>(put);
     }
     done += static_cast<uint64_t>(got);
@@ -80,13 +76,8 @@ void SpliceCopy::drain(int out, size_t pending, const std::string& output) {
   while (pending > 0) {
     const ssize_t n = ::read(read_end_, buffer.data(), std::min(buffer.size(), pending));
     if (n < 0 && errno == EINTR) continue;
-    if (n <= 0) throw copy_error("reading the copy's pipe failed", output);
-    for (ssize_t written = 0; written < n;) {
-      const ssize_t w = ::write(out, buffer.data() + written, static_cast<size_t>(n - written));
-      if (w < 0 && errno == EINTR) continue;
-      if (w < 0) throw copy_error("write failed", output);
-      written += w;
-    }
+    if (n <= 0) throw system_error("reading the copy's pipe failed").in_file(output);
+    write_all(out, std::as_bytes(std::span(buffer.data(), static_cast<size_t>(n))), output);
     pending -= static_cast<size_t>(n);
   }
 }

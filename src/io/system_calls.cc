@@ -1,0 +1,25 @@
+#include "io/system_calls.h"
+
+#include <unistd.h>
+
+#include <cerrno>
+#include <cstring>
+
+namespace ckptfix {
+
+Error system_error(const std::string& what) { return Error(ErrorKind::kIo, what + ": " + std::strerror(errno)); }
+
+void write_all(int fd, std::span<const std::byte> data, const std::string& file) {
+  while (!data.empty()) {
+    const ssize_t n = ::write(fd, data.data(), data.size());
+    if (n < 0 && errno == EINTR) continue;
+    if (n < 0) throw system_error("write failed").in_file(file);
+    data = data.subspan(static_cast<size_t>(n));
+  }
+}
+
+Error input_ended_during_copy(const std::string& file) {
+  return Error(ErrorKind::kIo, "the input ended during the copy (was it changed meanwhile?)").in_file(file);
+}
+
+}  // namespace ckptfix
