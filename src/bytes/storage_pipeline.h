@@ -12,7 +12,8 @@
 //    copies); they get no XXH3.
 //  * Large records otherwise: the input is read through a mapping (inflated
 //    when deflated), transformed on this thread, and the output stage runs on
-//    the worker thread, up to three buffers in flight.
+//    the worker thread, up to three buffers in flight (with a ReadBack, which
+//    also runs on the worker, their CRC-32 and XXH3 are made on this thread).
 //  * Small records: every stage on this thread.
 // The input's CRC-32 is checked against the archive's once per record
 // (check_input): a damaged input is refused rather than re-saved. With a
