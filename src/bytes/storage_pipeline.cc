@@ -149,8 +149,9 @@ StoragePipeline::Pumped StoragePipeline::pump(const Storage& s, bool large) {
       if (large) {
         // With a read-back the worker also reads every record again: the
         // digest is made here then, while the bytes are in this core's cache.
-        if (readback_ != nullptr) output.digest(bytes);
-        pending[next] = worker_.run([&output, bytes, digested = readback_ != nullptr] {
+        const bool digested = readback_ != nullptr;
+        if (digested) output.digest(bytes);
+        pending[next] = worker_.run([&output, bytes, digested] {
           digested ? output.write(bytes) : output(bytes);
           return uint64_t{bytes.size()};
         });

@@ -76,7 +76,7 @@ __attribute__((target("avx2,pclmul,vpclmulqdq"))) uint32_t crc32_vpclmulqdq(uint
   const __m256i by_512 = _mm256_set_epi64x(CKPTFIX_FOLD_BY(512), CKPTFIX_FOLD_BY(512));
   const __m256i by_256 = _mm256_set_epi64x(CKPTFIX_FOLD_BY(256), CKPTFIX_FOLD_BY(256));
   const __m128i by_128 = _mm_set_epi64x(CKPTFIX_FOLD_BY(128));
-  // The running CRC (un-inverted) is added to the message's first 32 bits.
+  // The running CRC, without zip's inversion (~crc), is added to the message's first 32 bits.
   __m256i v[8];
   for (int i = 0; i < 8; ++i) v[i] = load(p + 32 * i);
   v[0] = _mm256_xor_si256(v[0], _mm256_zextsi128_si256(_mm_cvtsi32_si128(static_cast<int>(~crc))));
@@ -88,10 +88,11 @@ __attribute__((target("avx2,pclmul,vpclmulqdq"))) uint32_t crc32_vpclmulqdq(uint
   for (int i = 0; i < 4; ++i) v[i] = fold(v[i], v[i + 4], by_1024);
   for (int i = 0; i < 2; ++i) v[i] = fold(v[i], v[i + 2], by_512);
   const __m256i last = fold(v[0], v[1], by_256);
-  const __m128i high = _mm256_extracti128_si256(last, 0);
-  const __m128i low = _mm256_extracti128_si256(last, 1);
-  const __m128i rest = _mm_xor_si128(_mm_xor_si128(low, _mm_clmulepi64_si128(high, by_128, 0x00)),
-                                     _mm_clmulepi64_si128(high, by_128, 0x11));
+  // The first lane (earlier in the message) is carried into the second.
+  const __m128i first = _mm256_extracti128_si256(last, 0);
+  const __m128i second = _mm256_extracti128_si256(last, 1);
+  const __m128i rest = _mm_xor_si128(_mm_xor_si128(second, _mm_clmulepi64_si128(first, by_128, 0x00)),
+                                     _mm_clmulepi64_si128(first, by_128, 0x11));
   // These 16 bytes now stand for the whole message so far: their CRC from a
   // zero start (libdeflate's, whose start and result are inverted), then the tail.
   alignas(16) std::byte folded[16];
