@@ -6,7 +6,9 @@
 //    torch 2.14's AVX2/AVX512 kernels use too: IEEE's conversion, and a NaN
 //    keeps its sign and the top 9 bits of its payload, quieted. The scalar
 //    reference computes the same bits without F16C.
-// The statistics (finite -> inf, non-zero -> zero) are counted from masks.
+// The statistics (finite -> inf, non-zero -> zero) are the scalar loops'
+// counts; the SIMD loops count them only for calls whose inputs come near a
+// limit (see Limits).
 #include "dtype_kernels/convert_kernels.h"
 
 #include <cmath>
@@ -58,11 +60,22 @@ ConvertStats f32_to_f16_scalar(const std::byte* src, std::byte* dst, size_t coun
 }
 
 #if CKPTFIX_AVX2_KERNELS
-// 8 lanes of 16-bit results in the low halves of 32-bit lanes -> 8 uint16.
-__attribute__((target("avx2"))) inline __m128i pack_low16(__m256i v) {
-  const __m256i packed = _mm256_packus_epi32(v, v);  // per 128-bit half: lo4 lo4
-  return _mm256_castsi256_si128(_mm256_permute4x64_epi64(packed, 0x08));
-}
+// The statistics are rare events, so the loops do not count them lane by
+// lane (which cost a third of the conversion's time): they keep the largest
+// |input| and the smallest non-zero one, and a call whose inputs come near
+// a limit is counted again, exactly, by recount(). The limits are
+// conservative (a little inside the values that round to ±inf or to ±0):
+// a needless recount costs time, never a wrong count.
+struct Limits {
+  uint32_t overflow_from;  // a finite |input| >= this may become ±inf
+  uint32_t flush_to;       // a non-zero |input| <= this may become ±0
+  uint32_t inf16;          // the output's |±inf|
+};
+// bfloat16 rounds |x| >= 0x7F7F8000 up to inf, and 0 < |x| <= 0x8000 to 0.
+constexpr Limits kBFloat16Limits{0x7F7F0000u, 0x0000FFFFu, 0x7F80u};
+// float16 rounds |x| >= 65520 (0x477FF000) up to inf, and 0 < |x| <= 2^-25
+// (0x33000000) to 0.
+constexpr Limits kFloat16Limits{0x477FE000u, 0x33800000u, 0x7C00u};
 
 // Per-lane statistics from 32-bit |input| and 32-bit |output| (16-bit values).
 __attribute__((target("avx2"))) inline void tally8(ConvertStats& s, __m256i in_abs, __m256i out_abs, __m256i inf16) {
@@ -74,43 +87,88 @@ __attribute__((target("avx2"))) inline void tally8(ConvertStats& s, __m256i in_a
   s.flushed += static_cast<uint64_t>(__builtin_popcount(_mm256_movemask_ps(_mm256_castsi256_ps(became_zero))));
 }
 
-__attribute__((target("avx2"))) ConvertStats f32_to_bf16_avx2(const std::byte* src, std::byte* dst, size_t count) {
+// The exact statistics of `count` (a multiple of 8) converted elements, from
+// their inputs and outputs.
+__attribute__((target("avx2"))) ConvertStats recount(const std::byte* src, const std::byte* dst, size_t count,
+                                                     uint32_t inf16) {
   ConvertStats stats;
   const __m256i abs_mask = _mm256_set1_epi32(0x7FFFFFFF);
-  const __m256i bias = _mm256_set1_epi32(0x7FFF);
-  const __m256i one = _mm256_set1_epi32(1);
-  const __m256i nan_bits = _mm256_set1_epi32(0xFFFF);
-  const __m256i inf16 = _mm256_set1_epi32(0x7F80);
   const __m256i abs16 = _mm256_set1_epi32(0x7FFF);
-  size_t i = 0;
-  for (; i + 8 <= count; i += 8) {
-    const __m256i u = _mm256_loadu_si256(reinterpret_cast<const __m256i*>(src + 4 * i));
-    const __m256i lsb = _mm256_and_si256(_mm256_srli_epi32(u, 16), one);
-    __m256i r = _mm256_srli_epi32(_mm256_add_epi32(u, _mm256_add_epi32(bias, lsb)), 16);
-    const __m256i in_abs = _mm256_and_si256(u, abs_mask);
-    const __m256i nan = _mm256_cmpgt_epi32(in_abs, _mm256_set1_epi32(0x7F800000));
-    r = _mm256_blendv_epi8(r, nan_bits, nan);
-    tally8(stats, in_abs, _mm256_and_si256(r, abs16), inf16);
-    _mm_storeu_si128(reinterpret_cast<__m128i*>(dst + 2 * i), pack_low16(r));
+  for (size_t i = 0; i < count; i += 8) {
+    const __m256i in_abs = _mm256_and_si256(_mm256_loadu_si256(reinterpret_cast<const __m256i*>(src + 4 * i)), abs_mask);
+    const __m256i out = _mm256_cvtepu16_epi32(_mm_loadu_si128(reinterpret_cast<const __m128i*>(dst + 2 * i)));
+    tally8(stats, in_abs, _mm256_and_si256(out, abs16), _mm256_set1_epi32(static_cast<int>(inf16)));
   }
+  return stats;
+}
+
+// The largest |input| and the smallest |input| - 1 (unsigned: 0 is the
+// largest, so zeros, which cannot be flushed, never count) seen so far.
+struct Extremes {
+  __m256i largest, smallest_less_one;
+};
+
+__attribute__((target("avx2"))) inline Extremes no_extremes() {
+  return {_mm256_setzero_si256(), _mm256_set1_epi32(-1)};
+}
+
+__attribute__((target("avx2"))) inline void see(Extremes& e, __m256i in_abs) {
+  e.largest = _mm256_max_epu32(e.largest, in_abs);
+  e.smallest_less_one = _mm256_min_epu32(e.smallest_less_one, _mm256_sub_epi32(in_abs, _mm256_set1_epi32(1)));
+}
+
+// True when some lane came near a limit: the statistics must be counted.
+__attribute__((target("avx2"))) inline bool near_a_limit(const Extremes& e, const Limits& limits) {
+  const __m256i overflow_from = _mm256_set1_epi32(static_cast<int>(limits.overflow_from));
+  const __m256i flush_to = _mm256_set1_epi32(static_cast<int>(limits.flush_to - 1));
+  const __m256i high = _mm256_cmpeq_epi32(_mm256_max_epu32(e.largest, overflow_from), e.largest);
+  const __m256i low = _mm256_cmpeq_epi32(_mm256_min_epu32(e.smallest_less_one, flush_to), e.smallest_less_one);
+  const __m256i either = _mm256_or_si256(high, low);
+  return !_mm256_testz_si256(either, either);
+}
+
+// 8 bfloat16 bits (in the low halves of 32-bit lanes) from 8 float32s.
+__attribute__((target("avx2"))) inline __m256i bf16_of(__m256i u, __m256i in_abs) {
+  const __m256i lsb = _mm256_and_si256(_mm256_srli_epi32(u, 16), _mm256_set1_epi32(1));
+  const __m256i r = _mm256_srli_epi32(_mm256_add_epi32(u, _mm256_add_epi32(_mm256_set1_epi32(0x7FFF), lsb)), 16);
+  const __m256i nan = _mm256_cmpgt_epi32(in_abs, _mm256_set1_epi32(0x7F800000));
+  return _mm256_blendv_epi8(r, _mm256_set1_epi32(0xFFFF), nan);
+}
+
+__attribute__((target("avx2"))) ConvertStats f32_to_bf16_avx2(const std::byte* src, std::byte* dst, size_t count) {
+  const __m256i abs_mask = _mm256_set1_epi32(0x7FFFFFFF);
+  Extremes extremes = no_extremes();
+  size_t i = 0;
+  for (; i + 16 <= count; i += 16) {
+    const __m256i u0 = _mm256_loadu_si256(reinterpret_cast<const __m256i*>(src + 4 * i));
+    const __m256i u1 = _mm256_loadu_si256(reinterpret_cast<const __m256i*>(src + 4 * i + 32));
+    const __m256i abs0 = _mm256_and_si256(u0, abs_mask);
+    const __m256i abs1 = _mm256_and_si256(u1, abs_mask);
+    see(extremes, abs0);
+    see(extremes, abs1);
+    // packus interleaves the 128-bit halves (0 lo, 1 lo, 0 hi, 1 hi): put them back in order.
+    const __m256i packed = _mm256_packus_epi32(bf16_of(u0, abs0), bf16_of(u1, abs1));
+    _mm256_storeu_si256(reinterpret_cast<__m256i*>(dst + 2 * i), _mm256_permute4x64_epi64(packed, 0xD8));
+  }
+  ConvertStats stats = near_a_limit(extremes, kBFloat16Limits) ? recount(src, dst, i, kBFloat16Limits.inf16) : ConvertStats{};
   stats += f32_to_bf16_scalar(src + 4 * i, dst + 2 * i, count - i);
   return stats;
 }
 
 __attribute__((target("avx2,f16c"))) ConvertStats f32_to_f16_avx2(const std::byte* src, std::byte* dst, size_t count) {
-  ConvertStats stats;
   const __m256i abs_mask = _mm256_set1_epi32(0x7FFFFFFF);
-  const __m256i inf16 = _mm256_set1_epi32(0x7C00);
-  const __m256i abs16 = _mm256_set1_epi32(0x7FFF);
+  Extremes extremes = no_extremes();
   size_t i = 0;
-  for (; i + 8 <= count; i += 8) {
-    const __m256 f = _mm256_loadu_ps(reinterpret_cast<const float*>(src + 4 * i));
-    const __m256i u = _mm256_castps_si256(f);
-    const __m256i h = _mm256_cvtepu16_epi32(_mm256_cvtps_ph(f, _MM_FROUND_TO_NEAREST_INT | _MM_FROUND_NO_EXC));
-    const __m256i in_abs = _mm256_and_si256(u, abs_mask);
-    tally8(stats, in_abs, _mm256_and_si256(h, abs16), inf16);
-    _mm_storeu_si128(reinterpret_cast<__m128i*>(dst + 2 * i), pack_low16(h));
+  for (; i + 16 <= count; i += 16) {
+    const __m256 f0 = _mm256_loadu_ps(reinterpret_cast<const float*>(src + 4 * i));
+    const __m256 f1 = _mm256_loadu_ps(reinterpret_cast<const float*>(src + 4 * i + 32));
+    see(extremes, _mm256_and_si256(_mm256_castps_si256(f0), abs_mask));
+    see(extremes, _mm256_and_si256(_mm256_castps_si256(f1), abs_mask));
+    const __m128i h0 = _mm256_cvtps_ph(f0, _MM_FROUND_TO_NEAREST_INT | _MM_FROUND_NO_EXC);
+    const __m128i h1 = _mm256_cvtps_ph(f1, _MM_FROUND_TO_NEAREST_INT | _MM_FROUND_NO_EXC);
+    _mm256_storeu_si256(reinterpret_cast<__m256i*>(dst + 2 * i), _mm256_set_m128i(h1, h0));
   }
+  ConvertStats stats = near_a_limit(extremes, kFloat16Limits) ? recount(src, dst, i, kFloat16Limits.inf16) : ConvertStats{};
   stats += f32_to_f16_scalar(src + 4 * i, dst + 2 * i, count - i);
   return stats;
 }

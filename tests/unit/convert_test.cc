@@ -55,10 +55,36 @@ void compare_kernels(Kernel fast, Kernel reference) {
     for (uint32_t lo : {0x0000u, 0x0FFFu, 0x1000u, 0x1001u, 0x7FFFu, 0x8000u, 0x8001u, 0xFFFFu}) edges.push_back(hi << 16 | lo);
   }
   std::vector<uint16_t> ea(edges.size()), eb(edges.size());
-  fast(reinterpret_cast<const std::byte*>(edges.data()), reinterpret_cast<std::byte*>(ea.data()), edges.size());
-  reference(reinterpret_cast<const std::byte*>(edges.data()), reinterpret_cast<std::byte*>(eb.data()), edges.size());
+  const ConvertStats fa =
+      fast(reinterpret_cast<const std::byte*>(edges.data()), reinterpret_cast<std::byte*>(ea.data()), edges.size());
+  const ConvertStats fb =
+      reference(reinterpret_cast<const std::byte*>(edges.data()), reinterpret_cast<std::byte*>(eb.data()), edges.size());
   EXPECT_EQ(ea, eb);
+  EXPECT_EQ(fa.overflowed, fb.overflowed);
+  EXPECT_EQ(fa.flushed, fb.flushed);
   EXPECT_EQ(checked, ((uint64_t{1} << 32) + 60) / 61);
+
+  // The SIMD loops count the statistics only in calls whose inputs come near
+  // a limit: each boundary value alone among ordinary ones (1.0), at every
+  // position of a buffer that ends in a tail the scalar loop converts. With
+  // them, the float32 values nearest those that round to ±inf (bfloat16
+  // 0x7F7F8000, float16 65520) and to ±0 (0x8000, float16 2^-25).
+  for (uint32_t limit : {0x7F7F8000u, 0x477FF000u, 0x00008000u, 0x33000000u}) {
+    for (uint32_t u = limit - 3; u <= limit + 3; ++u) edges.push_back(u);
+  }
+  std::vector<uint32_t> alone(53, 0x3F800000u);
+  std::vector<uint16_t> oa(alone.size()), ob(alone.size());
+  for (size_t k = 0; k < edges.size(); ++k) {
+    const size_t at = k % alone.size();
+    alone[at] = edges[k];
+    const auto* src = reinterpret_cast<const std::byte*>(alone.data());
+    const ConvertStats sa = fast(src, reinterpret_cast<std::byte*>(oa.data()), alone.size());
+    const ConvertStats sb = reference(src, reinterpret_cast<std::byte*>(ob.data()), alone.size());
+    ASSERT_EQ(oa, ob) << "0x" << std::hex << edges[k];
+    ASSERT_EQ(sa.overflowed, sb.overflowed) << "0x" << std::hex << edges[k] << " at " << std::dec << at;
+    ASSERT_EQ(sa.flushed, sb.flushed) << "0x" << std::hex << edges[k] << " at " << std::dec << at;
+    alone[at] = 0x3F800000u;
+  }
 }
 
 TEST(ConvertKernels, Float32ToBFloat16MatchesReference) { compare_kernels(convert_f32_to_bf16, convert_f32_to_bf16_reference); }
