@@ -49,7 +49,7 @@ struct WrittenStorage {
   uint64_t nbytes = 0;
   uint32_t crc32 = 0;
   uint64_t hash = 0;        ///< XXH3-64 of the written bytes (when has_hash)
-  bool has_hash = true;     ///< false for bytes copied unchanged, checked by CRC-32 against the input's
+  bool has_hash = true;     ///< false for bytes copied unchanged, checked by CRC-32 against the input's, and for every storage when verify is false
   uint64_t overflowed = 0;  ///< cast: finite values that became ±inf
   uint64_t flushed = 0;     ///< cast: non-zero values that became ±0
 };
@@ -66,7 +66,7 @@ struct SaveResult {
     uint64_t size = 0;
     uint32_t crc32 = 0;
     uint64_t hash = 0;  ///< XXH3-64 of the bytes meant to be written (when has_hash)
-    bool has_hash = true;  ///< false: copied unchanged, checked by CRC-32 only
+    bool has_hash = true;  ///< false: copied unchanged, checked by CRC-32 only; or not verified (verify false: no XXH3 is made)
     bool read_back = false;  ///< its bytes were already read back and checked while writing
   };
   std::vector<Record> records;  ///< every record written, in order

@@ -24,10 +24,11 @@ constexpr size_t kSlice = (size_t{2} << 20) / 16 * 16;
 // CRC-32 and XXH3 go over cache-sized pieces, so the second pass reads the cache.
 constexpr size_t kPiece = size_t{256} << 10;
 
-// The last stage: CRC-32 and XXH3 of the output bytes (digest), then the sink.
+// The last stage: CRC-32 and (for verification) XXH3 of the output bytes
+// (digest), then the sink.
 class OutputStage {
  public:
-  explicit OutputStage(ByteSink& sink) : sink_(sink) { XXH3_64bits_reset(hash_.get()); }
+  OutputStage(ByteSink& sink, bool hash) : sink_(sink), hashing_(hash) { XXH3_64bits_reset(hash_.get()); }
   void operator()(std::span<const std::byte> bytes) {
     digest(bytes);
     write(bytes);
@@ -36,15 +37,18 @@ class OutputStage {
     for (size_t at = 0; at < bytes.size(); at += kPiece) {
       const auto piece = bytes.subspan(at, std::min(kPiece, bytes.size() - at));
       crc_ = crc32_update(crc_, piece);
-      XXH3_64bits_update(hash_.get(), piece.data(), piece.size());
+      if (hashing_) XXH3_64bits_update(hash_.get(), piece.data(), piece.size());
     }
   }
   void write(std::span<const std::byte> bytes) { sink_.write(bytes); }
   uint32_t crc() const { return crc_; }
-  uint64_t hash() const { return XXH3_64bits_digest(hash_.get()); }
+  std::optional<uint64_t> hash() const {
+    return hashing_ ? std::optional(XXH3_64bits_digest(hash_.get())) : std::nullopt;
+  }
 
  private:
   ByteSink& sink_;
+  bool hashing_;
   uint32_t crc_ = 0;
   std::unique_ptr<XXH3_state_t, decltype(&XXH3_freeState)> hash_{XXH3_createState(), XXH3_freeState};
 };
@@ -56,11 +60,12 @@ bool stored_in_file(const InputFile& input, const Storage& s) {
 }  // namespace
 
 StoragePipeline::StoragePipeline(const CheckpointImpl& checkpoint, ByteSink& sink, ZipWriter& zip, ReadBack* readback,
-                                 bool page_phase, std::function<void(uint64_t)> progress)
+                                 bool hash, bool page_phase, std::function<void(uint64_t)> progress)
     : checkpoint_(checkpoint),
       sink_(sink),
       zip_(zip),
       readback_(readback),
+      hash_(hash || readback != nullptr),
       page_phase_(page_phase),
       progress_(std::move(progress)) {}
 
@@ -120,7 +125,7 @@ bool StoragePipeline::copy_unread(const Storage& s, uint32_t& crc) {
 
 StoragePipeline::Pumped StoragePipeline::pump(const Storage& s, bool large) {
   ElementTransform transform(s);
-  OutputStage output(sink_);
+  OutputStage output(sink_, hash_);
   // Large records: the output stage of buffer b runs on the worker while this
   // thread fills the next; `pending[b]` says when it has written them.
   const size_t buffers = large ? kBuffers : 1;

@@ -9,7 +9,8 @@
 //    network file system, a splice through a 1 MiB pipe otherwise).
 //    Their expected CRC-32 is the one the input archive records (or, if it
 //    records none, computed from the input on the worker while the sink
-//    copies); they get no XXH3.
+//    copies); they get no XXH3. Nor does anything when the output is not
+//    verified: the XXH3 is made only to be compared with the bytes read back.
 //  * Large records otherwise: the input is read through a mapping (inflated
 //    when deflated), transformed on this thread, and the output stage runs on
 //    the worker thread, up to three buffers in flight (with a ReadBack, which
@@ -42,7 +43,7 @@ class ReadBack;
 /// One storage record as written, with what it is expected to hold.
 struct PipedRecord {
   WrittenRecord record;          ///< name, offsets, size, CRC-32
-  std::optional<uint64_t> hash;  ///< XXH3-64 of the bytes written; none for unread copies (checked by CRC-32)
+  std::optional<uint64_t> hash;  ///< XXH3-64 of the bytes written; none for unread copies (checked by CRC-32) or without `hash`
   bool read_back = false;        ///< its bytes are read back and checked while writing
   ConvertStats stats;            ///< what a cast did
 };
@@ -52,9 +53,11 @@ class StoragePipeline {
   /// `page_phase`: records copied unread keep their input's offset
   /// modulo 4096 (more padding than torch's, so that their blocks can be
   /// shared with the input's where the file system can).
+  /// `hash`: make the XXH3 of the bytes written, for a verification (always
+  /// with a `readback`; without either, nobody would compare it).
   /// `progress` gets the number of bytes each time more are in the sink.
-  StoragePipeline(const CheckpointImpl& checkpoint, ByteSink& sink, ZipWriter& zip, ReadBack* readback, bool page_phase,
-                  std::function<void(uint64_t)> progress);
+  StoragePipeline(const CheckpointImpl& checkpoint, ByteSink& sink, ZipWriter& zip, ReadBack* readback, bool hash,
+                  bool page_phase, std::function<void(uint64_t)> progress);
 
   /// Writes `storage`'s output bytes as the record `name`, which this begins and ends.
   PipedRecord write(const Storage& storage, const std::string& name);
@@ -65,7 +68,7 @@ class StoragePipeline {
  private:
   struct Pumped {
     uint32_t crc = 0;
-    uint64_t hash = 0;
+    std::optional<uint64_t> hash;
     ConvertStats stats;
   };
   bool copy_unread(const Storage& s, uint32_t& crc);
@@ -80,6 +83,7 @@ class StoragePipeline {
   ByteSink& sink_;
   ZipWriter& zip_;
   ReadBack* readback_;
+  bool hash_;
   bool page_phase_;
   std::function<void(uint64_t)> progress_;
   // Kept across records: many small storages must not each allocate them.

@@ -122,9 +122,11 @@ SaveResult write_checkpoint(const Checkpoint& checkpoint, ByteSink& sink, const 
   auto record = [&](const WrittenRecord& r, std::optional<uint64_t> hash, bool read_back) {
     result.records.push_back({r.name, r.data_offset, r.size, r.crc32, hash.value_or(0), hash.has_value(), read_back});
   };
+  // The XXH3 of what was written is made only for the verification to compare.
   auto add_small = [&](const std::string& name, std::string_view bytes) {
     zip.add(root + name, as_bytes(bytes));
-    record(zip.records().back(), XXH3_64bits(bytes.data(), bytes.size()), false);
+    record(zip.records().back(),
+           options.verify ? std::optional(XXH3_64bits(bytes.data(), bytes.size())) : std::nullopt, false);
   };
   add_small("data.pkl", pickled.bytes);
   if (style.format_version) {
@@ -137,7 +139,7 @@ SaveResult write_checkpoint(const Checkpoint& checkpoint, ByteSink& sink, const 
   // With `.format_version`, torch may compute where each storage is from its
   // own padding rule, so no page-phase padding (which lets the blocks of
   // unchanged records be shared with the input on XFS and btrfs).
-  StoragePipeline pipeline(impl_of(checkpoint), sink, zip, readback,
+  StoragePipeline pipeline(impl_of(checkpoint), sink, zip, readback, /*hash=*/options.verify,
                            /*page_phase=*/!style.format_version, [&](uint64_t n) {
                              done += n;
                              if (options.progress) options.progress("writing", done, total);
