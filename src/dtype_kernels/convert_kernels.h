@@ -8,7 +8,9 @@
 
 namespace ckptfix {
 
-/// The fastest version this CPU runs (AVX2/F16C when present).
+/// The fastest version this CPU runs (AVX2/F16C when present). `src` and
+/// `dst` must not overlap (the statistics may be counted from both after the
+/// conversion).
 ConvertStats convert_f32_to_bf16(const std::byte* src, std::byte* dst, size_t count);
 ConvertStats convert_f32_to_f16(const std::byte* src, std::byte* dst, size_t count);
 /// The scalar versions, which the SIMD ones must match bit for bit (tests).

@@ -4,7 +4,8 @@
 // The plan (names, dtypes, shapes, offsets, metadata) is made first, so the
 // header can be written before any tensor byte; each tensor's bytes then
 // stream from the input (mapped or read in slices, cast on the way), and the
-// XXH3 of what was written is kept for the verification.
+// XXH3 of what was written is kept for the verification (made only when
+// there is one).
 #include "ckptfix/safetensors.h"
 
 #include <algorithm>
@@ -302,11 +303,12 @@ std::string index_json(const Plan& plan) {
 }
 
 // Streams one tensor's elements, in row-major order, as the output dtype,
-// into `sink`; returns what the bytes written must read back as.
+// into `sink`; returns what the bytes written must read back as (nothing
+// without `hash`: when nothing is read back, no XXH3 is made).
 class TensorStreamer {
  public:
-  TensorStreamer(const CheckpointImpl& impl, ByteSink& sink, std::function<void(uint64_t)> wrote)
-      : impl_(impl), sink_(sink), wrote_(std::move(wrote)) {}
+  TensorStreamer(const CheckpointImpl& impl, ByteSink& sink, bool hash, std::function<void(uint64_t)> wrote)
+      : impl_(impl), sink_(sink), hashing_(hash), wrote_(std::move(wrote)) {}
 
   WrittenBytes write(const TensorInfo& t) {
     XXH3_64bits_reset(hash_.get());
@@ -329,12 +331,12 @@ class TensorStreamer {
         gather(t, s, part);
       }
     }
-    return {XXH3_64bits_digest(hash_.get()), std::nullopt};
+    return {hashing_ ? std::optional(XXH3_64bits_digest(hash_.get())) : std::nullopt, std::nullopt};
   }
 
  private:
   void output(std::span<const std::byte> bytes) {
-    XXH3_64bits_update(hash_.get(), bytes.data(), bytes.size());
+    if (hashing_) XXH3_64bits_update(hash_.get(), bytes.data(), bytes.size());
     sink_.write(bytes);
     wrote_(bytes.size());
   }
@@ -366,7 +368,8 @@ class TensorStreamer {
     const bool whole_record = first == 0 && part.nbytes == s.source.length && s.source.crc32 != 0;
     if (!whole_record) check_input_once(s, storage);
     sink_.flush();
-    std::future<uint64_t> hash = whole_record ? std::future<uint64_t>() : worker_.run([&input, offset, &part, &s] {
+    const bool hashed = hashing_ && !whole_record;
+    std::future<uint64_t> hash = !hashed ? std::future<uint64_t>() : worker_.run([&input, offset, &part, &s] {
       std::unique_ptr<XXH3_state_t, decltype(&XXH3_freeState)> state{XXH3_createState(), XXH3_freeState};
       XXH3_64bits_reset(state.get());
       for_each_mapped(input.fd(), offset, part.nbytes, s.source.record,
@@ -388,7 +391,8 @@ class TensorStreamer {
       if (hash.valid()) hash.wait();  // the task uses `part` and `s`
       throw;
     }
-    unread_written_ = whole_record ? WrittenBytes{std::nullopt, s.source.crc32} : WrittenBytes{hash.get(), std::nullopt};
+    unread_written_ = whole_record ? WrittenBytes{std::nullopt, s.source.crc32}
+                                   : WrittenBytes{hashed ? std::optional(hash.get()) : std::nullopt, std::nullopt};
     return true;
   }
 
@@ -458,6 +462,7 @@ class TensorStreamer {
 
   const CheckpointImpl& impl_;
   ByteSink& sink_;
+  bool hashing_;
   std::function<void(uint64_t)> wrote_;
   std::vector<std::byte> in_, out_;
   WrittenBytes unread_written_;
@@ -516,7 +521,7 @@ double write_file(const CheckpointImpl& impl, FilePlan& file, ByteSink& sink, ui
   for (const PlannedTensor& p : file.tensors) entries.push_back(p.entry);
   const std::string header = encode_safetensors_header(entries, file.metadata);
   sink.write(as_bytes(header));
-  TensorStreamer streamer(impl, sink, [&](uint64_t n) {
+  TensorStreamer streamer(impl, sink, /*hash=*/readback != nullptr, [&](uint64_t n) {
     done += n;
     if (progress) progress("writing", done, total);
   });
