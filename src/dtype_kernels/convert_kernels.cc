@@ -1,5 +1,5 @@
-// float32 -> bfloat16 / float16: scalar loops, and AVX2 (+F16C) versions
-// chosen at run time. Both produce exactly the scalar reference's bits:
+// float32 -> bfloat16 / float16 and back: scalar loops, and AVX2 (+F16C)
+// versions chosen at run time. Both produce exactly the scalar reference's bits:
 //  * bfloat16: the same integer rounding (u + 0x7FFF + ((u >> 16) & 1)) >> 16
 //    on 8 lanes, NaN lanes replaced by 0xFFFF (ATen's vectorized rule);
 //  * float16: F16C's VCVTPS2PH with round-to-nearest-even, which is what
@@ -57,6 +57,25 @@ ConvertStats f32_to_f16_scalar(const std::byte* src, std::byte* dst, size_t coun
     tally(stats, bits_of(f) & 0x7FFFFFFFu, h & 0x7FFFu, 0x7C00u);
   }
   return stats;
+}
+
+// Widening never overflows or flushes: no statistics.
+void bf16_to_f32_scalar(const std::byte* src, std::byte* dst, size_t count) {
+  for (size_t i = 0; i < count; ++i) {
+    uint16_t b;
+    std::memcpy(&b, src + 2 * i, 2);
+    const float f = bfloat16_bits_to_float(b);
+    std::memcpy(dst + 4 * i, &f, 4);
+  }
+}
+
+void f16_to_f32_scalar(const std::byte* src, std::byte* dst, size_t count) {
+  for (size_t i = 0; i < count; ++i) {
+    uint16_t h;
+    std::memcpy(&h, src + 2 * i, 2);
+    const float f = half_bits_to_float(h);
+    std::memcpy(dst + 4 * i, &f, 4);
+  }
 }
 
 #if CKPTFIX_AVX2_KERNELS
@@ -172,6 +191,32 @@ __attribute__((target("avx2,f16c"))) ConvertStats f32_to_f16_avx2(const std::byt
   stats += f32_to_f16_scalar(src + 4 * i, dst + 2 * i, count - i);
   return stats;
 }
+
+// bfloat16 -> float32: the bits shifted up 16, 16 values a step.
+__attribute__((target("avx2"))) void bf16_to_f32_avx2(const std::byte* src, std::byte* dst, size_t count) {
+  size_t i = 0;
+  for (; i + 16 <= count; i += 16) {
+    const __m256i b = _mm256_loadu_si256(reinterpret_cast<const __m256i*>(src + 2 * i));
+    const __m256i first = _mm256_slli_epi32(_mm256_cvtepu16_epi32(_mm256_castsi256_si128(b)), 16);
+    const __m256i second = _mm256_slli_epi32(_mm256_cvtepu16_epi32(_mm256_extracti128_si256(b, 1)), 16);
+    _mm256_storeu_si256(reinterpret_cast<__m256i*>(dst + 4 * i), first);
+    _mm256_storeu_si256(reinterpret_cast<__m256i*>(dst + 4 * i + 32), second);
+  }
+  bf16_to_f32_scalar(src + 2 * i, dst + 4 * i, count - i);
+}
+
+// float16 -> float32: F16C's VCVTPH2PS, which gives c10's bits for every
+// pattern (NaNs quieted, payloads kept), 16 values a step.
+__attribute__((target("avx2,f16c"))) void f16_to_f32_avx2(const std::byte* src, std::byte* dst, size_t count) {
+  size_t i = 0;
+  for (; i + 16 <= count; i += 16) {
+    const __m128i h0 = _mm_loadu_si128(reinterpret_cast<const __m128i*>(src + 2 * i));
+    const __m128i h1 = _mm_loadu_si128(reinterpret_cast<const __m128i*>(src + 2 * i + 16));
+    _mm256_storeu_ps(reinterpret_cast<float*>(dst + 4 * i), _mm256_cvtph_ps(h0));
+    _mm256_storeu_ps(reinterpret_cast<float*>(dst + 4 * i + 32), _mm256_cvtph_ps(h1));
+  }
+  f16_to_f32_scalar(src + 2 * i, dst + 4 * i, count - i);
+}
 #endif
 
 }  // namespace
@@ -188,6 +233,28 @@ ConvertStats convert_f32_to_f16(const std::byte* src, std::byte* dst, size_t cou
   if (cpu_has_avx2_f16c()) return f32_to_f16_avx2(src, dst, count);
 #endif
   return f32_to_f16_scalar(src, dst, count);
+}
+
+ConvertStats convert_bf16_to_f32(const std::byte* src, std::byte* dst, size_t count) {
+#if CKPTFIX_AVX2_KERNELS
+  if (cpu_has_avx2()) return bf16_to_f32_avx2(src, dst, count), ConvertStats{};
+#endif
+  return bf16_to_f32_scalar(src, dst, count), ConvertStats{};
+}
+
+ConvertStats convert_f16_to_f32(const std::byte* src, std::byte* dst, size_t count) {
+#if CKPTFIX_AVX2_KERNELS
+  if (cpu_has_avx2_f16c()) return f16_to_f32_avx2(src, dst, count), ConvertStats{};
+#endif
+  return f16_to_f32_scalar(src, dst, count), ConvertStats{};
+}
+
+ConvertStats convert_bf16_to_f32_reference(const std::byte* src, std::byte* dst, size_t count) {
+  return bf16_to_f32_scalar(src, dst, count), ConvertStats{};
+}
+
+ConvertStats convert_f16_to_f32_reference(const std::byte* src, std::byte* dst, size_t count) {
+  return f16_to_f32_scalar(src, dst, count), ConvertStats{};
 }
 
 ConvertStats convert_f32_to_bf16_reference(const std::byte* src, std::byte* dst, size_t count) {

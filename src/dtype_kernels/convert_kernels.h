@@ -1,5 +1,5 @@
-// The conversions that matter for speed (float32 to bfloat16 and float16),
-// with a scalar fallback and SIMD versions chosen at run time.
+// The conversions that matter for speed (float32 to bfloat16 and float16,
+// and back), with a scalar fallback and SIMD versions chosen at run time.
 #pragma once
 
 #include <cstddef>
@@ -13,8 +13,12 @@ namespace ckptfix {
 /// conversion).
 ConvertStats convert_f32_to_bf16(const std::byte* src, std::byte* dst, size_t count);
 ConvertStats convert_f32_to_f16(const std::byte* src, std::byte* dst, size_t count);
+ConvertStats convert_bf16_to_f32(const std::byte* src, std::byte* dst, size_t count);  ///< no statistics: widening
+ConvertStats convert_f16_to_f32(const std::byte* src, std::byte* dst, size_t count);   ///< no statistics: widening
 /// The scalar versions, which the SIMD ones must match bit for bit (tests).
 ConvertStats convert_f32_to_bf16_reference(const std::byte* src, std::byte* dst, size_t count);
 ConvertStats convert_f32_to_f16_reference(const std::byte* src, std::byte* dst, size_t count);
+ConvertStats convert_bf16_to_f32_reference(const std::byte* src, std::byte* dst, size_t count);
+ConvertStats convert_f16_to_f32_reference(const std::byte* src, std::byte* dst, size_t count);
 
 }  // namespace ckptfix

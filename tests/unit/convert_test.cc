@@ -9,10 +9,11 @@
 //  * the SIMD kernels (which the above and the interop tests check only
 //    through convert_elements) against the scalar reference on tens of
 //    millions of float32 bit patterns covering every exponent, sign, NaN
-//    payload and rounding boundary, in buffers whose lengths leave every
-//    possible SIMD tail.
+//    payload and rounding boundary (the widening ones: every 16-bit
+//    pattern), in buffers whose lengths leave every possible SIMD tail.
 #include <gtest/gtest.h>
 
+#include <algorithm>
 #include <cmath>
 #include <cstring>
 #include <fstream>
@@ -90,6 +91,33 @@ void compare_kernels(Kernel fast, Kernel reference) {
 TEST(ConvertKernels, Float32ToBFloat16MatchesReference) { compare_kernels(convert_f32_to_bf16, convert_f32_to_bf16_reference); }
 
 TEST(ConvertKernels, Float32ToFloat16MatchesReference) { compare_kernels(convert_f32_to_f16, convert_f32_to_f16_reference); }
+
+// The widening kernels on every 16-bit pattern, at unaligned starts and with
+// every tail length of the 16-value vector loop.
+void compare_widening(Kernel fast, Kernel reference) {
+  std::vector<uint16_t> in(65536 + 40);
+  for (size_t i = 0; i < in.size(); ++i) in[i] = static_cast<uint16_t>(i);
+  std::vector<uint32_t> a(in.size()), b(in.size());
+  for (size_t offset : {size_t{0}, size_t{1}, size_t{3}}) {
+    for (size_t trim = 0; trim < 17; ++trim) {
+      const size_t n = in.size() - offset - trim;
+      const auto* src = reinterpret_cast<const std::byte*>(in.data() + offset);
+      std::fill(a.begin(), a.end(), 0xDEADBEEFu);
+      std::fill(b.begin(), b.end(), 0xDEADBEEFu);
+      fast(src, reinterpret_cast<std::byte*>(a.data()), n);
+      reference(src, reinterpret_cast<std::byte*>(b.data()), n);
+      ASSERT_EQ(a, b) << "offset " << offset << ", " << n << " values";
+    }
+  }
+}
+
+TEST(ConvertKernels, BFloat16ToFloat32MatchesReference) {
+  compare_widening(convert_bf16_to_f32, convert_bf16_to_f32_reference);
+}
+
+TEST(ConvertKernels, Float16ToFloat32MatchesReference) {
+  compare_widening(convert_f16_to_f32, convert_f16_to_f32_reference);
+}
 
 float from_bits(uint32_t u) {
   float f;
