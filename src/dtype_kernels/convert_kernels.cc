@@ -59,6 +59,40 @@ ConvertStats f32_to_f16_scalar(const std::byte* src, std::byte* dst, size_t coun
   return stats;
 }
 
+// float32 -> float8 with the statistics convert_elements' scalar rules
+// count: a finite input overflowed when it became the type's overflow
+// value (e4m3fn saturating: from 464, where rounding reaches past 448;
+// before torch 2.13: NaN; e5m2: inf), flushed when non-zero and not NaN it
+// became ±0.
+ConvertStats f32_to_e4m3fn_scalar(const std::byte* src, std::byte* dst, size_t count, bool saturate) {
+  ConvertStats stats;
+  for (size_t i = 0; i < count; ++i) {
+    float f;
+    std::memcpy(&f, src + 4 * i, 4);
+    const uint8_t b = float_to_float8_e4m3fn_bits(f, saturate);
+    std::memcpy(dst + i, &b, 1);
+    const uint32_t in_abs = bits_of(f) & 0x7FFFFFFFu;
+    const bool overflowed = saturate ? in_abs >= 0x43E80000u : (b & 0x7F) == 0x7F;
+    if (overflowed && in_abs < 0x7F800000u) ++stats.overflowed;
+    if ((b & 0x7F) == 0 && in_abs != 0 && in_abs <= 0x7F800000u) ++stats.flushed;
+  }
+  return stats;
+}
+
+ConvertStats f32_to_e5m2_scalar(const std::byte* src, std::byte* dst, size_t count) {
+  ConvertStats stats;
+  for (size_t i = 0; i < count; ++i) {
+    float f;
+    std::memcpy(&f, src + 4 * i, 4);
+    const uint8_t b = float_to_float8_e5m2_bits(f);
+    std::memcpy(dst + i, &b, 1);
+    const uint32_t in_abs = bits_of(f) & 0x7FFFFFFFu;
+    if ((b & 0x7F) == 0x7C && in_abs < 0x7F800000u) ++stats.overflowed;
+    if ((b & 0x7F) == 0 && in_abs != 0 && in_abs <= 0x7F800000u) ++stats.flushed;
+  }
+  return stats;
+}
+
 // Widening never overflows or flushes: no statistics.
 void bf16_to_f32_scalar(const std::byte* src, std::byte* dst, size_t count) {
   for (size_t i = 0; i < count; ++i) {
@@ -192,6 +226,84 @@ __attribute__((target("avx2,f16c"))) ConvertStats f32_to_f16_avx2(const std::byt
   return stats;
 }
 
+// float32 -> float8: c10's fp8e4m3fn_from_fp32_value and
+// fp8e5m2_from_fp32_value (float_to_float8_*_bits) on 8 lanes, 32 values a
+// step. The statistics are counted lane by lane: values that become ±0 are
+// common in a float8 cast.
+struct Float8Format {
+  uint32_t max_bits;         // |x| from here overflows (or is inf or NaN)
+  uint32_t min_normal_bits;  // |x| below: a subnormal, made by a float addition
+  uint32_t denorm_mask;
+  uint32_t exponent_adjust;  // (bias - 127) << 23, wrapped
+  uint32_t round_bias;       // half an output unit less one
+  uint32_t overflow_result;  // what overflow becomes (e4m3fn: 0x7E saturating, 0x7F before torch 2.13; e5m2: inf)
+  bool rounded_nan_saturates;  // e4m3fn saturating: a rounding into 0x7F becomes 0x7E
+  uint32_t counted_from;     // a finite |x| from here counts as overflowed; 0: when it became overflow_result
+};
+
+template <int Shift>
+__attribute__((target("avx2"))) inline __m256i float8_of(__m256i in_abs, const Float8Format& f) {
+  const __m256i big = _mm256_cmpgt_epi32(in_abs, _mm256_set1_epi32(static_cast<int>(f.max_bits - 1)));
+  const __m256i nan = _mm256_cmpgt_epi32(in_abs, _mm256_set1_epi32(0x7F800000));
+  const __m256i small = _mm256_cmpgt_epi32(_mm256_set1_epi32(static_cast<int>(f.min_normal_bits)), in_abs);
+  const __m256i denorm_mask = _mm256_set1_epi32(static_cast<int>(f.denorm_mask));
+  const __m256i subnormal = _mm256_sub_epi32(
+      _mm256_castps_si256(_mm256_add_ps(_mm256_castsi256_ps(in_abs), _mm256_castsi256_ps(denorm_mask))), denorm_mask);
+  const __m256i odd = _mm256_and_si256(_mm256_srli_epi32(in_abs, Shift), _mm256_set1_epi32(1));
+  __m256i normal = _mm256_add_epi32(in_abs, _mm256_set1_epi32(static_cast<int>(f.exponent_adjust + f.round_bias)));
+  normal = _mm256_srli_epi32(_mm256_add_epi32(normal, odd), Shift);
+  const __m256i nan_pattern = _mm256_set1_epi32(0x7F);
+  if (f.rounded_nan_saturates) {
+    normal = _mm256_sub_epi32(normal, _mm256_and_si256(_mm256_cmpeq_epi32(normal, nan_pattern), _mm256_set1_epi32(1)));
+  }
+  const __m256i overflow = _mm256_blendv_epi8(_mm256_set1_epi32(static_cast<int>(f.overflow_result)), nan_pattern, nan);
+  return _mm256_blendv_epi8(_mm256_blendv_epi8(normal, subnormal, small), overflow, big);
+}
+
+template <int Shift>
+__attribute__((target("avx2"))) ConvertStats f32_to_float8_avx2(const std::byte* src, std::byte* dst, size_t count,
+                                                                 const Float8Format& f) {
+  ConvertStats stats;
+  const __m256i abs_mask = _mm256_set1_epi32(0x7FFFFFFF);
+  const __m256i infinity = _mm256_set1_epi32(0x7F800000);
+  const __m256i zero = _mm256_setzero_si256();
+  // Bytes 0-3 of each 32-bit lane's packed result, in storage order.
+  const __m256i order = _mm256_setr_epi32(0, 4, 1, 5, 2, 6, 3, 7);
+  size_t i = 0;
+  for (; i + 32 <= count; i += 32) {
+    __m256i out[4];
+    for (int k = 0; k < 4; ++k) {
+      const __m256i u = _mm256_loadu_si256(reinterpret_cast<const __m256i*>(src + 4 * i + 32 * k));
+      const __m256i in_abs = _mm256_and_si256(u, abs_mask);
+      const __m256i r = float8_of<Shift>(in_abs, f);
+      const __m256i finite = _mm256_cmpgt_epi32(infinity, in_abs);
+      const __m256i overflowed =
+          f.counted_from != 0
+              ? _mm256_cmpgt_epi32(in_abs, _mm256_set1_epi32(static_cast<int>(f.counted_from - 1)))
+              : _mm256_cmpeq_epi32(r, _mm256_set1_epi32(static_cast<int>(f.overflow_result)));
+      const __m256i flushed = _mm256_andnot_si256(_mm256_or_si256(_mm256_cmpeq_epi32(in_abs, zero),
+                                                                  _mm256_cmpgt_epi32(in_abs, infinity)),
+                                                  _mm256_cmpeq_epi32(r, zero));
+      stats.overflowed += static_cast<uint64_t>(
+          __builtin_popcount(_mm256_movemask_ps(_mm256_castsi256_ps(_mm256_and_si256(finite, overflowed)))));
+      stats.flushed += static_cast<uint64_t>(__builtin_popcount(_mm256_movemask_ps(_mm256_castsi256_ps(flushed))));
+      out[k] = _mm256_or_si256(r, _mm256_slli_epi32(_mm256_srli_epi32(u, 31), 7));  // the sign
+    }
+    const __m256i bytes = _mm256_packus_epi16(_mm256_packus_epi32(out[0], out[1]), _mm256_packus_epi32(out[2], out[3]));
+    _mm256_storeu_si256(reinterpret_cast<__m256i*>(dst + i), _mm256_permutevar8x32_epi32(bytes, order));
+  }
+  return stats;
+}
+
+// e4m3fn: 480.0f overflows (464 up rounds past 448), 2^-6 is the smallest normal.
+constexpr Float8Format e4m3fn_format(bool saturate) {
+  return {1087u << 20, 121u << 23, 141u << 23, static_cast<uint32_t>((7 - 127) * (1 << 23)), 0x7FFFFu,
+          saturate ? 0x7Eu : 0x7Fu, saturate, saturate ? 0x43E80000u : 0u};
+}
+// e5m2: 65536.0f overflows to inf, 2^-14 is the smallest normal.
+constexpr Float8Format kE5M2Format{143u << 23, 113u << 23, 134u << 23, static_cast<uint32_t>((15 - 127) * (1 << 23)),
+                                   0xFFFFFu, 0x7Cu, false, 0u};
+
 // bfloat16 -> float32: the bits shifted up 16, 16 values a step.
 __attribute__((target("avx2"))) void bf16_to_f32_avx2(const std::byte* src, std::byte* dst, size_t count) {
   size_t i = 0;
@@ -233,6 +345,40 @@ ConvertStats convert_f32_to_f16(const std::byte* src, std::byte* dst, size_t cou
   if (cpu_has_avx2_f16c()) return f32_to_f16_avx2(src, dst, count);
 #endif
   return f32_to_f16_scalar(src, dst, count);
+}
+
+ConvertStats convert_f32_to_e4m3fn(const std::byte* src, std::byte* dst, size_t count, bool saturate) {
+  size_t done = 0;
+  ConvertStats stats;
+#if CKPTFIX_AVX2_KERNELS
+  if (cpu_has_avx2()) {
+    stats = f32_to_float8_avx2<20>(src, dst, count, e4m3fn_format(saturate));
+    done = count / 32 * 32;
+  }
+#endif
+  stats += f32_to_e4m3fn_scalar(src + 4 * done, dst + done, count - done, saturate);
+  return stats;
+}
+
+ConvertStats convert_f32_to_e5m2(const std::byte* src, std::byte* dst, size_t count) {
+  size_t done = 0;
+  ConvertStats stats;
+#if CKPTFIX_AVX2_KERNELS
+  if (cpu_has_avx2()) {
+    stats = f32_to_float8_avx2<21>(src, dst, count, kE5M2Format);
+    done = count / 32 * 32;
+  }
+#endif
+  stats += f32_to_e5m2_scalar(src + 4 * done, dst + done, count - done);
+  return stats;
+}
+
+ConvertStats convert_f32_to_e4m3fn_reference(const std::byte* src, std::byte* dst, size_t count, bool saturate) {
+  return f32_to_e4m3fn_scalar(src, dst, count, saturate);
+}
+
+ConvertStats convert_f32_to_e5m2_reference(const std::byte* src, std::byte* dst, size_t count) {
+  return f32_to_e5m2_scalar(src, dst, count);
 }
 
 ConvertStats convert_bf16_to_f32(const std::byte* src, std::byte* dst, size_t count) {

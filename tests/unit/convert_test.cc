@@ -31,10 +31,12 @@ namespace {
 
 using Kernel = ConvertStats (*)(const std::byte*, std::byte*, size_t);
 
+// `Out`: the output's element (uint16_t, uint8_t).
+template <typename Out = uint16_t>
 void compare_kernels(Kernel fast, Kernel reference) {
   constexpr size_t kChunk = (1 << 20) + 7;  // not a multiple of any vector width
   std::vector<uint32_t> in(kChunk);
-  std::vector<uint16_t> a(kChunk), b(kChunk);
+  std::vector<Out> a(kChunk), b(kChunk);
   uint64_t checked = 0;
   // Every 61st bit pattern: all exponents, both signs, NaN payloads.
   for (uint64_t start = 0; start < (uint64_t{1} << 32); start += kChunk * 61) {
@@ -44,18 +46,25 @@ void compare_kernels(Kernel fast, Kernel reference) {
       const auto* src = reinterpret_cast<const std::byte*>(in.data() + offset);
       const ConvertStats sa = fast(src, reinterpret_cast<std::byte*>(a.data()), n - offset);
       const ConvertStats sb = reference(src, reinterpret_cast<std::byte*>(b.data()), n - offset);
-      ASSERT_EQ(std::memcmp(a.data(), b.data(), (n - offset) * 2), 0) << "chunk at 0x" << std::hex << start;
+      ASSERT_EQ(std::memcmp(a.data(), b.data(), (n - offset) * sizeof(Out)), 0) << "chunk at 0x" << std::hex << start;
       ASSERT_EQ(sa.overflowed, sb.overflowed);
       ASSERT_EQ(sa.flushed, sb.flushed);
     }
     checked += n;
   }
-  // Every value around the rounding boundaries of the 16-bit types.
+  // Every value around the rounding boundaries of the 16-bit types, and of
+  // the 8-bit ones (their last kept bit is bit 20 or 21).
   std::vector<uint32_t> edges;
   for (uint32_t hi = 0; hi < 0x10000; ++hi) {
     for (uint32_t lo : {0x0000u, 0x0FFFu, 0x1000u, 0x1001u, 0x7FFFu, 0x8000u, 0x8001u, 0xFFFFu}) edges.push_back(hi << 16 | lo);
   }
-  std::vector<uint16_t> ea(edges.size()), eb(edges.size());
+  for (int shift : {20, 21}) {
+    const uint32_t half = uint32_t{1} << (shift - 1);
+    for (uint32_t hi = 0; hi < (uint32_t{1} << (32 - shift)); ++hi) {
+      for (uint32_t lo : {0u, 1u, half - 1, half, half + 1, 2 * half - 1}) edges.push_back(hi << shift | lo);
+    }
+  }
+  std::vector<Out> ea(edges.size()), eb(edges.size());
   const ConvertStats fa =
       fast(reinterpret_cast<const std::byte*>(edges.data()), reinterpret_cast<std::byte*>(ea.data()), edges.size());
   const ConvertStats fb =
@@ -74,7 +83,7 @@ void compare_kernels(Kernel fast, Kernel reference) {
     for (uint32_t u = limit - 3; u <= limit + 3; ++u) edges.push_back(u);
   }
   std::vector<uint32_t> alone(53, 0x3F800000u);
-  std::vector<uint16_t> oa(alone.size()), ob(alone.size());
+  std::vector<Out> oa(alone.size()), ob(alone.size());
   for (size_t k = 0; k < edges.size(); ++k) {
     const size_t at = k % alone.size();
     alone[at] = edges[k];
@@ -91,6 +100,27 @@ void compare_kernels(Kernel fast, Kernel reference) {
 TEST(ConvertKernels, Float32ToBFloat16MatchesReference) { compare_kernels(convert_f32_to_bf16, convert_f32_to_bf16_reference); }
 
 TEST(ConvertKernels, Float32ToFloat16MatchesReference) { compare_kernels(convert_f32_to_f16, convert_f32_to_f16_reference); }
+
+TEST(ConvertKernels, Float32ToFloat8E4M3FnMatchesReference) {
+  for (const bool saturate : {true, false}) {  // torch >= 2.13, and before
+    SCOPED_TRACE(saturate ? "saturating" : "overflow to NaN");
+    if (saturate) {
+      compare_kernels<uint8_t>([](const std::byte* s, std::byte* d, size_t n) { return convert_f32_to_e4m3fn(s, d, n, true); },
+                               [](const std::byte* s, std::byte* d, size_t n) {
+                                 return convert_f32_to_e4m3fn_reference(s, d, n, true);
+                               });
+    } else {
+      compare_kernels<uint8_t>([](const std::byte* s, std::byte* d, size_t n) { return convert_f32_to_e4m3fn(s, d, n, false); },
+                               [](const std::byte* s, std::byte* d, size_t n) {
+                                 return convert_f32_to_e4m3fn_reference(s, d, n, false);
+                               });
+    }
+  }
+}
+
+TEST(ConvertKernels, Float32ToFloat8E5M2MatchesReference) {
+  compare_kernels<uint8_t>(convert_f32_to_e5m2, convert_f32_to_e5m2_reference);
+}
 
 // The widening kernels on every 16-bit pattern, at unaligned starts and with
 // every tail length of the 16-value vector loop.
