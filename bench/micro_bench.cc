@@ -107,6 +107,7 @@ BENCHMARK_CAPTURE(BM_Convert, f64_to_f16, DType::kFloat64, DType::kFloat16);
 BENCHMARK_CAPTURE(BM_Convert, f16_to_f32, DType::kFloat16, DType::kFloat32);
 BENCHMARK_CAPTURE(BM_Convert, bf16_to_f32, DType::kBFloat16, DType::kFloat32);
 BENCHMARK_CAPTURE(BM_Convert, f16_to_bf16, DType::kFloat16, DType::kBFloat16);
+BENCHMARK_CAPTURE(BM_Convert, bf16_to_f16, DType::kBFloat16, DType::kFloat16);
 BENCHMARK_CAPTURE(BM_Convert, f32_to_f64, DType::kFloat32, DType::kFloat64);
 BENCHMARK_CAPTURE(BM_Convert, f32_to_e4m3fn, DType::kFloat32, DType::kFloat8E4M3Fn);
 BENCHMARK_CAPTURE(BM_Convert, f32_to_e5m2, DType::kFloat32, DType::kFloat8E5M2);

@@ -330,6 +330,8 @@ ConvertStats convert_elements(DType from, DType to, const std::byte* src, std::b
     return convert_f32_to_e4m3fn(src, dst, count, rules.e4m3fn_saturates);
   }
   if (from == DType::kFloat32 && to == DType::kFloat8E5M2) return convert_f32_to_e5m2(src, dst, count);
+  if (from == DType::kBFloat16 && to == DType::kFloat16) return convert_bf16_to_f16(src, dst, count);
+  if (from == DType::kFloat16 && to == DType::kBFloat16) return convert_f16_to_bf16(src, dst, count);
   if (from == DType::kBFloat16 && to == DType::kFloat32) return convert_bf16_to_f32(src, dst, count);
   if (from == DType::kFloat16 && to == DType::kFloat32) return convert_f16_to_f32(src, dst, count);
   if (uses_table(from)) {

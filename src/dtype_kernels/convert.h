@@ -55,6 +55,7 @@ struct ConvertStats {
     flushed += o.flushed;
     return *this;
   }
+  friend ConvertStats operator+(ConvertStats a, const ConvertStats& b) { return a += b; }
 };
 
 /// Where a chunk lies in the storage being converted (see float64 to bfloat16).

@@ -93,6 +93,34 @@ ConvertStats f32_to_e5m2_scalar(const std::byte* src, std::byte* dst, size_t cou
   return stats;
 }
 
+// Between the 16-bit types, through float32 as torch does: bfloat16 ->
+// float16 by float32's rule (F16C's bits), float16 -> bfloat16 rounded to
+// nearest even with every NaN 0x7FC0 (c10's scalar rule).
+ConvertStats bf16_to_f16_scalar(const std::byte* src, std::byte* dst, size_t count) {
+  ConvertStats stats;
+  for (size_t i = 0; i < count; ++i) {
+    uint16_t b;
+    std::memcpy(&b, src + 2 * i, 2);
+    const uint16_t h = float_to_half_bits(bfloat16_bits_to_float(b));
+    std::memcpy(dst + 2 * i, &h, 2);
+    tally(stats, (uint32_t{b} << 16) & 0x7FFFFFFFu, h & 0x7FFFu, 0x7C00u);
+  }
+  return stats;
+}
+
+ConvertStats f16_to_bf16_scalar(const std::byte* src, std::byte* dst, size_t count) {
+  ConvertStats stats;
+  for (size_t i = 0; i < count; ++i) {
+    uint16_t h;
+    std::memcpy(&h, src + 2 * i, 2);
+    const float f = half_bits_to_float(h);
+    const uint16_t b = float_to_bfloat16_bits_scalar(f);
+    std::memcpy(dst + 2 * i, &b, 2);
+    tally(stats, bits_of(f) & 0x7FFFFFFFu, b & 0x7FFFu, 0x7F80u);
+  }
+  return stats;
+}
+
 // Widening never overflows or flushes: no statistics.
 void bf16_to_f32_scalar(const std::byte* src, std::byte* dst, size_t count) {
   for (size_t i = 0; i < count; ++i) {
@@ -304,6 +332,53 @@ constexpr Float8Format e4m3fn_format(bool saturate) {
 constexpr Float8Format kE5M2Format{143u << 23, 113u << 23, 134u << 23, static_cast<uint32_t>((15 - 127) * (1 << 23)),
                                    0xFFFFFu, 0x7Cu, false, 0u};
 
+// bfloat16 -> float16, 16 values a step; the statistics lane by lane.
+__attribute__((target("avx2,f16c"))) ConvertStats bf16_to_f16_avx2(const std::byte* src, std::byte* dst, size_t count) {
+  ConvertStats stats;
+  const __m256i abs_mask = _mm256_set1_epi32(0x7FFFFFFF);
+  const __m256i abs16 = _mm256_set1_epi32(0x7FFF);
+  const __m256i inf16 = _mm256_set1_epi32(0x7C00);
+  size_t i = 0;
+  for (; i + 16 <= count; i += 16) {
+    const __m256i b = _mm256_loadu_si256(reinterpret_cast<const __m256i*>(src + 2 * i));
+    __m128i h[2];
+    for (int k = 0; k < 2; ++k) {
+      const __m128i half_of_b = k == 0 ? _mm256_castsi256_si128(b) : _mm256_extracti128_si256(b, 1);
+      const __m256i u = _mm256_slli_epi32(_mm256_cvtepu16_epi32(half_of_b), 16);
+      h[k] = _mm256_cvtps_ph(_mm256_castsi256_ps(u), _MM_FROUND_TO_NEAREST_INT | _MM_FROUND_NO_EXC);
+      tally8(stats, _mm256_and_si256(u, abs_mask), _mm256_and_si256(_mm256_cvtepu16_epi32(h[k]), abs16), inf16);
+    }
+    _mm256_storeu_si256(reinterpret_cast<__m256i*>(dst + 2 * i), _mm256_set_m128i(h[1], h[0]));
+  }
+  return stats + bf16_to_f16_scalar(src + 2 * i, dst + 2 * i, count - i);
+}
+
+// float16 -> bfloat16, 16 values a step; the statistics lane by lane.
+__attribute__((target("avx2,f16c"))) ConvertStats f16_to_bf16_avx2(const std::byte* src, std::byte* dst, size_t count) {
+  ConvertStats stats;
+  const __m256i abs_mask = _mm256_set1_epi32(0x7FFFFFFF);
+  const __m256i abs16 = _mm256_set1_epi32(0x7FFF);
+  const __m256i inf16 = _mm256_set1_epi32(0x7F80);
+  size_t i = 0;
+  for (; i + 16 <= count; i += 16) {
+    __m256i r[2];
+    for (int k = 0; k < 2; ++k) {
+      const __m128i h = _mm_loadu_si128(reinterpret_cast<const __m128i*>(src + 2 * i + 16 * k));
+      const __m256i u = _mm256_castps_si256(_mm256_cvtph_ps(h));
+      const __m256i in_abs = _mm256_and_si256(u, abs_mask);
+      const __m256i lsb = _mm256_and_si256(_mm256_srli_epi32(u, 16), _mm256_set1_epi32(1));
+      const __m256i rounded =
+          _mm256_srli_epi32(_mm256_add_epi32(u, _mm256_add_epi32(_mm256_set1_epi32(0x7FFF), lsb)), 16);
+      const __m256i nan = _mm256_cmpgt_epi32(in_abs, _mm256_set1_epi32(0x7F800000));
+      r[k] = _mm256_blendv_epi8(rounded, _mm256_set1_epi32(0x7FC0), nan);
+      tally8(stats, in_abs, _mm256_and_si256(r[k], abs16), inf16);
+    }
+    const __m256i packed = _mm256_packus_epi32(r[0], r[1]);
+    _mm256_storeu_si256(reinterpret_cast<__m256i*>(dst + 2 * i), _mm256_permute4x64_epi64(packed, 0xD8));
+  }
+  return stats + f16_to_bf16_scalar(src + 2 * i, dst + 2 * i, count - i);
+}
+
 // bfloat16 -> float32: the bits shifted up 16, 16 values a step.
 __attribute__((target("avx2"))) void bf16_to_f32_avx2(const std::byte* src, std::byte* dst, size_t count) {
   size_t i = 0;
@@ -379,6 +454,28 @@ ConvertStats convert_f32_to_e4m3fn_reference(const std::byte* src, std::byte* ds
 
 ConvertStats convert_f32_to_e5m2_reference(const std::byte* src, std::byte* dst, size_t count) {
   return f32_to_e5m2_scalar(src, dst, count);
+}
+
+ConvertStats convert_bf16_to_f16(const std::byte* src, std::byte* dst, size_t count) {
+#if CKPTFIX_AVX2_KERNELS
+  if (cpu_has_avx2_f16c()) return bf16_to_f16_avx2(src, dst, count);
+#endif
+  return bf16_to_f16_scalar(src, dst, count);
+}
+
+ConvertStats convert_f16_to_bf16(const std::byte* src, std::byte* dst, size_t count) {
+#if CKPTFIX_AVX2_KERNELS
+  if (cpu_has_avx2_f16c()) return f16_to_bf16_avx2(src, dst, count);
+#endif
+  return f16_to_bf16_scalar(src, dst, count);
+}
+
+ConvertStats convert_bf16_to_f16_reference(const std::byte* src, std::byte* dst, size_t count) {
+  return bf16_to_f16_scalar(src, dst, count);
+}
+
+ConvertStats convert_f16_to_bf16_reference(const std::byte* src, std::byte* dst, size_t count) {
+  return f16_to_bf16_scalar(src, dst, count);
 }
 
 ConvertStats convert_bf16_to_f32(const std::byte* src, std::byte* dst, size_t count) {

@@ -13,6 +13,8 @@ namespace ckptfix {
 /// conversion).
 ConvertStats convert_f32_to_bf16(const std::byte* src, std::byte* dst, size_t count);
 ConvertStats convert_f32_to_f16(const std::byte* src, std::byte* dst, size_t count);
+ConvertStats convert_bf16_to_f16(const std::byte* src, std::byte* dst, size_t count);
+ConvertStats convert_f16_to_bf16(const std::byte* src, std::byte* dst, size_t count);
 ConvertStats convert_bf16_to_f32(const std::byte* src, std::byte* dst, size_t count);  ///< no statistics: widening
 ConvertStats convert_f32_to_e4m3fn(const std::byte* src, std::byte* dst, size_t count, bool saturate);
 ConvertStats convert_f32_to_e5m2(const std::byte* src, std::byte* dst, size_t count);
@@ -20,6 +22,8 @@ ConvertStats convert_f16_to_f32(const std::byte* src, std::byte* dst, size_t cou
 /// The scalar versions, which the SIMD ones must match bit for bit (tests).
 ConvertStats convert_f32_to_bf16_reference(const std::byte* src, std::byte* dst, size_t count);
 ConvertStats convert_f32_to_f16_reference(const std::byte* src, std::byte* dst, size_t count);
+ConvertStats convert_bf16_to_f16_reference(const std::byte* src, std::byte* dst, size_t count);
+ConvertStats convert_f16_to_bf16_reference(const std::byte* src, std::byte* dst, size_t count);
 ConvertStats convert_bf16_to_f32_reference(const std::byte* src, std::byte* dst, size_t count);
 ConvertStats convert_f32_to_e4m3fn_reference(const std::byte* src, std::byte* dst, size_t count, bool saturate);
 ConvertStats convert_f32_to_e5m2_reference(const std::byte* src, std::byte* dst, size_t count);

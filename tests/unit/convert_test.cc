@@ -122,31 +122,43 @@ TEST(ConvertKernels, Float32ToFloat8E5M2MatchesReference) {
   compare_kernels<uint8_t>(convert_f32_to_e5m2, convert_f32_to_e5m2_reference);
 }
 
-// The widening kernels on every 16-bit pattern, at unaligned starts and with
-// every tail length of the 16-value vector loop.
-void compare_widening(Kernel fast, Kernel reference) {
+// The kernels from a 16-bit type on every 16-bit pattern, at unaligned
+// starts and with every tail length of the 16-value vector loop. `Out`: the
+// output's element.
+template <typename Out>
+void compare_from_16_bits(Kernel fast, Kernel reference) {
   std::vector<uint16_t> in(65536 + 40);
   for (size_t i = 0; i < in.size(); ++i) in[i] = static_cast<uint16_t>(i);
-  std::vector<uint32_t> a(in.size()), b(in.size());
+  std::vector<Out> a(in.size()), b(in.size());
   for (size_t offset : {size_t{0}, size_t{1}, size_t{3}}) {
     for (size_t trim = 0; trim < 17; ++trim) {
       const size_t n = in.size() - offset - trim;
       const auto* src = reinterpret_cast<const std::byte*>(in.data() + offset);
-      std::fill(a.begin(), a.end(), 0xDEADBEEFu);
-      std::fill(b.begin(), b.end(), 0xDEADBEEFu);
-      fast(src, reinterpret_cast<std::byte*>(a.data()), n);
-      reference(src, reinterpret_cast<std::byte*>(b.data()), n);
+      std::fill(a.begin(), a.end(), static_cast<Out>(0xDEADBEEFu));
+      std::fill(b.begin(), b.end(), static_cast<Out>(0xDEADBEEFu));
+      const ConvertStats sa = fast(src, reinterpret_cast<std::byte*>(a.data()), n);
+      const ConvertStats sb = reference(src, reinterpret_cast<std::byte*>(b.data()), n);
       ASSERT_EQ(a, b) << "offset " << offset << ", " << n << " values";
+      ASSERT_EQ(sa.overflowed, sb.overflowed) << "offset " << offset << ", " << n << " values";
+      ASSERT_EQ(sa.flushed, sb.flushed) << "offset " << offset << ", " << n << " values";
     }
   }
 }
 
 TEST(ConvertKernels, BFloat16ToFloat32MatchesReference) {
-  compare_widening(convert_bf16_to_f32, convert_bf16_to_f32_reference);
+  compare_from_16_bits<uint32_t>(convert_bf16_to_f32, convert_bf16_to_f32_reference);
 }
 
 TEST(ConvertKernels, Float16ToFloat32MatchesReference) {
-  compare_widening(convert_f16_to_f32, convert_f16_to_f32_reference);
+  compare_from_16_bits<uint32_t>(convert_f16_to_f32, convert_f16_to_f32_reference);
+}
+
+TEST(ConvertKernels, BFloat16ToFloat16MatchesReference) {
+  compare_from_16_bits<uint16_t>(convert_bf16_to_f16, convert_bf16_to_f16_reference);
+}
+
+TEST(ConvertKernels, Float16ToBFloat16MatchesReference) {
+  compare_from_16_bits<uint16_t>(convert_f16_to_bf16, convert_f16_to_bf16_reference);
 }
 
 float from_bits(uint32_t u) {
