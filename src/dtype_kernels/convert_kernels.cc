@@ -1,14 +1,20 @@
-// float32 -> bfloat16 / float16 and back: scalar loops, and AVX2 (+F16C)
-// versions chosen at run time. Both produce exactly the scalar reference's bits:
-//  * bfloat16: the same integer rounding (u + 0x7FFF + ((u >> 16) & 1)) >> 16
-//    on 8 lanes, NaN lanes replaced by 0xFFFF (ATen's vectorized rule);
-//  * float16: F16C's VCVTPS2PH with round-to-nearest-even, which is what
-//    torch 2.14's AVX2/AVX512 kernels use too: IEEE's conversion, and a NaN
-//    keeps its sign and the top 9 bits of its payload, quieted. The scalar
-//    reference computes the same bits without F16C.
-// The statistics (finite -> inf, non-zero -> zero) are the scalar loops'
-// counts; the SIMD loops count them only for calls whose inputs come near a
-// limit (see Limits).
+// The conversions that need speed: scalar loops (the reference, and every
+// kernel's tail) and AVX2 (+F16C) versions chosen at run time, which give
+// exactly the scalar loops' bits and statistics:
+//  * float32 -> bfloat16: the same integer rounding (u + 0x7FFF +
+//    ((u >> 16) & 1)) >> 16 on 8 lanes, NaN lanes replaced by 0xFFFF (ATen's
+//    vectorized rule);
+//  * float32 -> float16: F16C's VCVTPS2PH with round-to-nearest-even, which
+//    is what torch 2.14's AVX2/AVX512 kernels use too: IEEE's conversion, and
+//    a NaN keeps its sign and the top 9 bits of its payload, quieted. The
+//    scalar reference computes the same bits without F16C;
+//  * float32 -> float8_e4m3fn / float8_e5m2: c10's integer rounding and
+//    float-addition subnormals on 8 lanes;
+//  * bfloat16 <-> float16, through float32 as torch does, and both to float32
+//    (a shift; F16C's VCVTPH2PS, c10's bits for every pattern).
+// The float32 -> 16-bit loops count their statistics (finite -> inf,
+// non-zero -> zero) only for calls whose inputs come near a limit (see
+// Limits); the others count them lane by lane.
 #include "dtype_kernels/convert_kernels.h"
 
 #include <cmath>
@@ -288,6 +294,7 @@ __attribute__((target("avx2"))) inline __m256i float8_of(__m256i in_abs, const F
   return _mm256_blendv_epi8(_mm256_blendv_epi8(normal, subnormal, small), overflow, big);
 }
 
+// The first count / 32 * 32 values; the caller converts the rest.
 template <int Shift>
 __attribute__((target("avx2"))) ConvertStats f32_to_float8_avx2(const std::byte* src, std::byte* dst, size_t count,
                                                                  const Float8Format& f) {
@@ -295,7 +302,8 @@ __attribute__((target("avx2"))) ConvertStats f32_to_float8_avx2(const std::byte*
   const __m256i abs_mask = _mm256_set1_epi32(0x7FFFFFFF);
   const __m256i infinity = _mm256_set1_epi32(0x7F800000);
   const __m256i zero = _mm256_setzero_si256();
-  // Bytes 0-3 of each 32-bit lane's packed result, in storage order.
+  // The packs leave groups of 4 bytes as out[0..3]'s first halves, then
+  // their second halves: this puts the groups back in storage order.
   const __m256i order = _mm256_setr_epi32(0, 4, 1, 5, 2, 6, 3, 7);
   size_t i = 0;
   for (; i + 32 <= count; i += 32) {
