@@ -190,7 +190,7 @@ void ReadBack::check(const std::string& record, uint64_t offset, uint64_t size, 
   Digest d;
   if (size >= kMapped) {
     checker_.begin(device, hash.has_value());
-    for_each_mapped(fd_, offset, size, record, [&](std::span<const std::byte> view) { checker_.update(view); });
+    for_each_mapped(fd_, "", offset, size, record, [&](std::span<const std::byte> view) { checker_.update(view); });
     d = checker_.finish();
   } else {
     uint64_t at = offset;

@@ -111,7 +111,14 @@ bool StoragePipeline::copy_unread(const Storage& s, uint32_t& crc) {
   zip_.note_direct_head(head);
   for (uint64_t done = 0; done < s.nbytes;) {
     const uint64_t n = std::min(kCopySlice, s.nbytes - done);
-    if (!sink_.copy_from(checkpoint_.input_of(s).fd(), s.source.offset + done, n)) {
+    bool copied = false;
+    try {
+      copied = sink_.copy_from(checkpoint_.input_of(s).fd(), s.source.offset + done, n);
+    } catch (Error& e) {
+      e.in_file(checkpoint_.input_of(s).name()).at(s.source.record);  // reading it failed (writes name the output)
+      throw;
+    }
+    if (!copied) {
       if (done != 0) throw Error(ErrorKind::kIo, "the copy stopped part-way").at(zip_.records().back().name);
       if (computed.valid()) computed.get();
       return false;  // not possible for these files: the caller streams instead
@@ -169,7 +176,7 @@ StoragePipeline::Pumped StoragePipeline::pump(const Storage& s, bool large) {
   };
   try {
     if (large && stored_in_file(checkpoint_.input_of(s), s)) {
-      for_each_mapped(checkpoint_.input_of(s).fd(), s.source.offset, s.nbytes, s.source.record, stage);
+      for_each_mapped(checkpoint_.input_of(s).fd(), checkpoint_.input_of(s).name(), s.source.offset, s.nbytes, s.source.record, stage);
     } else {
       RecordReader reader = open_storage_record(checkpoint_.input_of(s), s);
       if (read_buffer_.size() < kSlice) read_buffer_.resize(kSlice);

@@ -51,7 +51,7 @@ WholeStorage::WholeStorage(const InputFile& file, const Storage& s) {
 uint32_t input_record_crc(const InputFile& file, const Storage& s) {
   uint32_t crc = 0;
   if (s.source.encoding == StorageSource::Encoding::kStored && file.fd() >= 0) {
-    for_each_mapped(file.fd(), s.source.offset, s.source.length, s.source.record,
+    for_each_mapped(file.fd(), file.name(), s.source.offset, s.source.length, s.source.record,
                     [&](std::span<const std::byte> view) { crc = crc32_update(crc, view); });
     return crc;
   }

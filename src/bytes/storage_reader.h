@@ -40,6 +40,9 @@ class WholeStorage {
  public:
   WholeStorage(const InputFile& file, const Storage& storage);
   std::span<const std::byte> bytes() const { return bytes_; }
+  /// Throws Error(kIo) if the file shrank while its mapped bytes were read
+  /// (MappedRange::check_intact): call it when done with bytes().
+  void check_intact() const { mapped_.check_intact(); }
 
  private:
   std::vector<std::byte> whole_;

@@ -27,16 +27,10 @@ struct LegacyData {
   uint64_t count = 0;   // elements, from the file
 };
 
-}  // namespace
-
-void read_legacy_checkpoint(CheckpointImpl& impl) {
+// Reads the legacy file whose whole bytes are `bytes`.
+void read_legacy_bytes(CheckpointImpl& impl, std::span<const std::byte> bytes) {
   impl.format = CheckpointFormat::kLegacy;
   const InputFile& file = *impl.file;
-  // The five pickles are parsed where they lie, at the start of the file;
-  // the mapping goes when the reading is done, and the storages' data is
-  // never touched through it.
-  const MappedRange mapped = file.map_range(0, file.size(), "legacy pickles");
-  const std::span<const std::byte> bytes = mapped.span();
   uint64_t pos = 0;
   ValueGraph scratch;  // the header pickles are not part of the checkpoint
 
@@ -169,6 +163,23 @@ void read_legacy_checkpoint(CheckpointImpl& impl) {
     return located;
   });
   build_tensor_table(impl);
+}
+
+}  // namespace
+
+void read_legacy_checkpoint(CheckpointImpl& impl) {
+  // The five pickles are parsed where they lie, at the start of the file;
+  // the mapping goes when the reading is done, and the storages' data is
+  // never touched through it. A file that shrinks meanwhile is reported as
+  // such, not as whatever its lost bytes (read as zeros) look like.
+  const MappedRange mapped = impl.file->map_range(0, impl.file->size(), "legacy pickles");
+  try {
+    read_legacy_bytes(impl, mapped.span());
+  } catch (...) {
+    mapped.check_intact();
+    throw;
+  }
+  mapped.check_intact();
 }
 
 }  // namespace ckptfix

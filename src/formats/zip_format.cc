@@ -154,7 +154,13 @@ void read_zip_checkpoint(CheckpointImpl& impl) {
     inflated = zip.read_all(*pickle, impl.limits.max_pickle_bytes, "max_pickle_bytes");
     pickle_bytes = as_bytes(inflated);
   }
-  parse_object_pickle(impl, pickle_bytes, pickle->name, unpickle_options);
+  try {
+    parse_object_pickle(impl, pickle_bytes, pickle->name, unpickle_options);
+  } catch (...) {
+    mapped.check_intact();  // lost bytes read as zeros: that is the error, not what the parser made of them
+    throw;
+  }
+  mapped.check_intact();
 
   build_storage_table(impl, [&](const std::string& key) {
     const std::string name = root + "data/" + key;

@@ -51,9 +51,11 @@ void salvage_zip_checkpoint(CheckpointImpl& impl) {
     const MappedRange mapped = file.map_range(offset, length, name);
     try {
       const uint64_t parsed = parse_object_pickle(impl, mapped.span(), name);
+      mapped.check_intact();
       sizes = storage_sizes(impl);
       return parsed;
     } catch (const Error& e) {
+      mapped.check_intact();  // a file that shrank meanwhile is not salvaged from zeros
       if (e.kind() != ErrorKind::kCorrupt) throw;  // a gadget, a limit: as when reading
       pickle_cut = is_truncated_pickle(e) && offset + length == file.size();
       pickle_error = e.location().empty() ? e.message() : e.location() + ": " + e.message();

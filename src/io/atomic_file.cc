@@ -175,8 +175,8 @@ void FileSink::copy_through_buffer(int fd, uint64_t offset, uint64_t length) {
     const size_t want = static_cast<size_t>(std::min<uint64_t>(kBufferSize, length - done));
     const ssize_t n = ::pread(fd, buffer_.get(), want, static_cast<off_t>(offset + done));
     if (n < 0 && errno == EINTR) continue;
-    if (n < 0) throw io_error("reading the input failed", name_);
-    if (n == 0) throw input_ended_during_copy(name_);
+    if (n < 0) throw system_error("reading the input failed");  // the caller names the input
+    if (n == 0) throw input_ended_during_copy();
     write_all(fd_, std::span<const std::byte>(buffer_.get(), static_cast<size_t>(n)), name_);
     done += static_cast<uint64_t>(n);
   }

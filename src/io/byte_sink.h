@@ -24,7 +24,8 @@ class ByteSink {
   /// them (a file sink shares the input's blocks, has a server copy them,
   /// or splices them through a pipe; else reads and writes through its buffer).
   /// Returns false, having written nothing, when it cannot copy between
-  /// these files.
+  /// these files. An error reading `fd` (it ends early: changed meanwhile)
+  /// names no file: the caller knows which input that is.
   virtual bool copy_from(int fd, uint64_t offset, uint64_t length) {
     (void)fd, (void)offset, (void)length;
     return false;

@@ -119,6 +119,9 @@ MappedRange InputFile::map_range(uint64_t offset, uint64_t length, std::string_v
   out.mapping_ = base;
   out.mapped_size_ = mapped;
   out.span_ = {static_cast<const std::byte*>(base) + (offset - start), static_cast<size_t>(length)};
+  out.guard_ = MappingGuard(base, mapped);
+  out.file_ = name_;
+  out.what_ = what;
   return out;
 }
 
@@ -145,11 +148,7 @@ void InputFile::read_fd(uint64_t offset, std::span<std::byte> out, std::string_v
           .in_file(name_)
           .at(std::string(what));
     }
-    if (n == 0) {
-      throw Error(ErrorKind::kCorrupt, "unexpected end of file (the file shrank while being read)")
-          .in_file(name_)
-          .at(std::string(what));
-    }
+    if (n == 0) throw file_shrank_while_read().in_file(name_).at(std::string(what));  // the range was checked
     done += static_cast<size_t>(n);
   }
 }
@@ -201,23 +200,37 @@ FileBytes FileBytes::owned(std::vector<std::byte> bytes) {
   return out;
 }
 
-MappedRange::~MappedRange() {
-  if (mapping_ != nullptr) ::munmap(mapping_, mapped_size_);
-}
+MappedRange::~MappedRange() { unmap(); }
 
 MappedRange::MappedRange(MappedRange&& other) noexcept
     : mapping_(std::exchange(other.mapping_, nullptr)),
       mapped_size_(std::exchange(other.mapped_size_, 0)),
-      span_(std::exchange(other.span_, {})) {}
+      span_(std::exchange(other.span_, {})),
+      guard_(std::move(other.guard_)),
+      file_(std::move(other.file_)),
+      what_(std::move(other.what_)) {}
 
 MappedRange& MappedRange::operator=(MappedRange&& other) noexcept {
   if (this != &other) {
-    if (mapping_ != nullptr) ::munmap(mapping_, mapped_size_);
+    unmap();
     mapping_ = std::exchange(other.mapping_, nullptr);
     mapped_size_ = std::exchange(other.mapped_size_, 0);
     span_ = std::exchange(other.span_, {});
+    guard_ = std::move(other.guard_);
+    file_ = std::move(other.file_);
+    what_ = std::move(other.what_);
   }
   return *this;
+}
+
+void MappedRange::unmap() {
+  guard_ = MappingGuard();  // unguarded before the range is unmapped
+  if (mapping_ != nullptr) ::munmap(mapping_, mapped_size_);
+  mapping_ = nullptr;
+}
+
+void MappedRange::check_intact() const {
+  if (guard_.lost()) throw file_shrank_while_read().in_file(file_).at(what_);
 }
 
 }  // namespace ckptfix

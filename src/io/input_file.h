@@ -27,6 +27,8 @@
 #include <string_view>
 #include <vector>
 
+#include "io/mapping_guard.h"
+
 namespace ckptfix {
 
 /// Bytes of a file: a view of an in-memory file's bytes, or a buffer of their
@@ -50,7 +52,9 @@ class FileBytes {
 
 /// A mapping of a range of a file, unmapped when the MappedRange goes (a
 /// view, for in-memory files). Only the pages read through it become
-/// resident, and only while it lives.
+/// resident, and only while it lives. Guarded (mapping_guard.h): a file that
+/// shrinks meanwhile reads as zeros where it lost bytes, and check_intact()
+/// says so.
 class MappedRange {
  public:
   MappedRange() = default;
@@ -62,11 +66,20 @@ class MappedRange {
 
   std::span<const std::byte> span() const { return span_; }
 
+  /// Throws Error(kIo) naming the file and range if a read of the span found
+  /// the file shorter than when it was mapped: whatever was made of the
+  /// bytes is to be dropped. Call it when done reading (also on errors:
+  /// zeros read in place of lost bytes make parsers fail for the wrong reason).
+  void check_intact() const;
+
  private:
   friend class InputFile;
+  void unmap();
   void* mapping_ = nullptr;  // what munmap takes: page-aligned
   size_t mapped_size_ = 0;
   std::span<const std::byte> span_;
+  MappingGuard guard_;
+  std::string file_, what_;  // for check_intact's error
 };
 
 class InputFile {

@@ -7,12 +7,17 @@
 #include <cerrno>
 
 #include "ckptfix/error.h"
+#include "io/mapping_guard.h"
 #include "io/system_calls.h"
 
 namespace ckptfix {
 
-void for_each_mapped(int fd, uint64_t offset, uint64_t size, const std::string& what,
+void for_each_mapped(int fd, const std::string& file, uint64_t offset, uint64_t size, const std::string& what,
                      const std::function<void(std::span<const std::byte>)>& visit) {
+  auto fail = [&](Error e) {
+    if (!file.empty()) e.in_file(file);
+    return e.at(what);
+  };
   constexpr uint64_t kWindow = uint64_t{8} << 20;
   static const uint64_t page = static_cast<uint64_t>(::sysconf(_SC_PAGESIZE));
   for (uint64_t done = 0; done < size;) {
@@ -22,15 +27,22 @@ void for_each_mapped(int fd, uint64_t offset, uint64_t size, const std::string& 
     const uint64_t mapped = start - aligned + length;
     void* base = ::mmap(nullptr, mapped, PROT_READ, MAP_SHARED | MAP_POPULATE, fd, static_cast<off_t>(aligned));
     if (base == MAP_FAILED) {
-      throw system_error("cannot map for reading").at(what);
+      throw fail(system_error("cannot map for reading"));
     }
+    MappingGuard guard(base, mapped);
     try {
       visit({static_cast<const std::byte*>(base) + (start - aligned), static_cast<size_t>(length)});
     } catch (...) {
+      const bool lost = guard.lost();
+      guard = MappingGuard();
       ::munmap(base, mapped);
+      if (lost) throw fail(file_shrank_while_read());  // what went wrong first
       throw;
     }
+    const bool lost = guard.lost();
+    guard = MappingGuard();  // unguarded before the range is unmapped
     ::munmap(base, mapped);
+    if (lost) throw fail(file_shrank_while_read());
     done += length;
   }
 }

@@ -13,8 +13,11 @@
 namespace ckptfix {
 
 /// Calls `visit` on consecutive views covering [offset, offset + size) of
-/// `fd`, each at most 8 MiB. Throws Error(kIo) naming `what` if mapping fails.
-void for_each_mapped(int fd, uint64_t offset, uint64_t size, const std::string& what,
+/// `fd`, each at most 8 MiB. Throws Error(kIo) naming `file` (unless empty)
+/// and `what` if mapping fails, or if the file shrank while a view was read
+/// (mapping_guard.h: zeros were read where its bytes were lost; what the
+/// visits made of them is to be dropped).
+void for_each_mapped(int fd, const std::string& file, uint64_t offset, uint64_t size, const std::string& what,
                      const std::function<void(std::span<const std::byte>)>& visit);
 
 }  // namespace ckptfix

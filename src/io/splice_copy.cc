@@ -52,8 +52,8 @@ uint64_t SpliceCopy::copy(int in, uint64_t offset, uint64_t length, int out, con
     const ssize_t got = ::splice(in, &at, write_end_, nullptr, want, 0);
     if (got < 0 && errno == EINTR) continue;
     if (got < 0 && does_not_splice(errno)) return done;
-    if (got < 0) throw system_error("reading the input failed").in_file(output);
-    if (got == 0) throw input_ended_during_copy(output);
+    if (got < 0) throw system_error("reading the input failed");  // the caller names the input
+    if (got == 0) throw input_ended_during_copy();
     size_t pending = static_cast<size_t>(got);
     while (pending > 0) {
       const ssize_t put = ::splice(read_end_, nullptr, out, nullptr, pending, 0);

@@ -26,8 +26,9 @@ class SpliceCopy {
   /// position. Returns the bytes copied: less than `length` only when one
   /// of the two files does not splice (the rest is the caller's to copy
   /// another way; whatever had entered the pipe has been written). Throws
-  /// Error(kIo) naming `output` on a read or write error, or when the input
-  /// ends before the range does.
+  /// Error(kIo) naming `output` on a write error; on a read error, or when the
+  /// input ends before the range does, one naming no file (the caller knows
+  /// the input's name).
   uint64_t copy(int in, uint64_t offset, uint64_t length, int out, const std::string& output);
 
  private:

@@ -18,8 +18,13 @@ void write_all(int fd, std::span<const std::byte> data, const std::string& file)
   }
 }
 
-Error input_ended_during_copy(const std::string& file) {
-  return Error(ErrorKind::kIo, "the input ended during the copy (was it changed meanwhile?)").in_file(file);
+Error input_ended_during_copy() {
+  return Error(ErrorKind::kIo, "the input ended during the copy (was it changed meanwhile?)");
+}
+
+Error file_shrank_while_read() {
+  return Error(ErrorKind::kIo,
+               "the file shrank while being read (truncated or rewritten by another program?) or could not be read");
 }
 
 }  // namespace ckptfix

@@ -17,7 +17,13 @@ Error system_error(const std::string& what);
 /// interrupted writes; throws system_error("write failed") naming `file`.
 void write_all(int fd, std::span<const std::byte> data, const std::string& file);
 
-/// Error(kIo) naming `file`: an input ended before the range being copied from it did.
-Error input_ended_during_copy(const std::string& file);
+/// Error(kIo): an input ended before the range being copied from it did
+/// (the caller, who knows the input, names it).
+Error input_ended_during_copy();
+
+/// Error(kIo): a file ended before a range checked against its size did
+/// (another program truncated it meanwhile), or a mapped file lost pages
+/// while they were read (mapping_guard.h; also a page the kernel could not read).
+Error file_shrank_while_read();
 
 }  // namespace ckptfix

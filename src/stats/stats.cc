@@ -96,6 +96,7 @@ void read_strided(const CheckpointImpl& impl, const TensorInfo& t, Segment& seg,
       index[k] = 0;
     }
   }
+  storage_bytes.check_intact();
 }
 
 StatValue float_value(double v) { return {StatValue::Kind::kFloat, v, 0, 0}; }

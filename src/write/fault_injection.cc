@@ -1,7 +1,10 @@
 #include "write/fault_injection.h"
 
 #include <cstdio>
+#include <filesystem>
 #include <memory>
+#include <stdexcept>
+#include <utility>
 
 #include "ckptfix/error.h"
 
@@ -25,6 +28,55 @@ class FailingSink final : public ByteSink {
   ByteSink& inner_;
   uint64_t limit_;
 };
+
+// A sink that cuts another file (the input) to 4 KiB once more than `after`
+// bytes are written, or when a copy from a file begins.
+class InputCuttingSink final : public ByteSink {
+ public:
+  InputCuttingSink(ByteSink& inner, std::filesystem::path input, uint64_t after)
+      : inner_(inner), input_(std::move(input)), after_(after) {}
+  void write(std::span<const std::byte> data) override {
+    inner_.write(data);
+    if (inner_.position() > after_) cut();
+  }
+  uint64_t position() const override { return inner_.position(); }
+  void flush() override { inner_.flush(); }
+  bool can_copy_from() const override { return inner_.can_copy_from(); }
+  bool copy_from(int fd, uint64_t offset, uint64_t length) override {
+    cut();
+    return inner_.copy_from(fd, offset, length);
+  }
+
+ private:
+  void cut() {
+    if (std::exchange(cut_, true)) return;
+    std::error_code ec;
+    std::filesystem::resize_file(input_, 4096, ec);
+    if (ec) throw Error(ErrorKind::kInvalidArgument, "input-shrinks-after: cannot cut " + input_.string());
+  }
+  ByteSink& inner_;
+  std::filesystem::path input_;
+  uint64_t after_;
+  bool cut_ = false;
+};
+
+// N from "N" or "N:rest" after `prefix` in `fault` (`rest` set to what follows the colon).
+uint64_t fault_count(const std::string& fault, size_t prefix, std::string* rest = nullptr) {
+  const std::string text = fault.substr(prefix);
+  const size_t colon = rest != nullptr ? text.find(':') : std::string::npos;
+  if (rest != nullptr && (colon == std::string::npos || colon + 1 == text.size())) {
+    throw Error(ErrorKind::kInvalidArgument, "fault '" + fault + "': expected a byte count, a colon and a path");
+  }
+  try {
+    size_t used = 0;
+    const uint64_t n = std::stoull(text.substr(0, colon), &used);
+    if (used != text.substr(0, colon).size()) throw std::invalid_argument("trailing characters");
+    if (rest != nullptr) *rest = text.substr(colon + 1);
+    return n;
+  } catch (const std::exception&) {
+    throw Error(ErrorKind::kInvalidArgument, "fault '" + fault + "': expected a byte count after the colon");
+  }
+}
 
 void corrupt_first_storage(const std::filesystem::path& file, const SaveResult& result) {
   for (const SaveResult::Record& r : result.records) {
@@ -61,14 +113,14 @@ void corrupt_first_tensor(const std::filesystem::path& file, uint64_t offset, ui
 SaveSeams fault_seams(const std::string& fault) {
   SaveSeams seams;
   const std::string after = "write-fails-after:";
+  const std::string shrinks = "input-shrinks-after:";
   if (fault.compare(0, after.size(), after) == 0) {
-    uint64_t limit = 0;
-    try {
-      limit = std::stoull(fault.substr(after.size()));
-    } catch (const std::exception&) {
-      throw Error(ErrorKind::kInvalidArgument, "fault '" + fault + "': expected a byte count after the colon");
-    }
+    const uint64_t limit = fault_count(fault, after.size());
     seams.wrap_sink = [limit](ByteSink& file) { return std::make_unique<FailingSink>(file, limit); };
+  } else if (fault.compare(0, shrinks.size(), shrinks) == 0) {
+    std::string input;
+    const uint64_t limit = fault_count(fault, shrinks.size(), &input);
+    seams.wrap_sink = [limit, input](ByteSink& file) { return std::make_unique<InputCuttingSink>(file, input, limit); };
   } else if (fault == "corrupt-before-verify") {
     seams.before_verify = corrupt_first_storage;
     auto done = std::make_shared<bool>(false);

@@ -372,7 +372,7 @@ class TensorStreamer {
     std::future<uint64_t> hash = !hashed ? std::future<uint64_t>() : worker_.run([&input, offset, &part, &s] {
       std::unique_ptr<XXH3_state_t, decltype(&XXH3_freeState)> state{XXH3_createState(), XXH3_freeState};
       XXH3_64bits_reset(state.get());
-      for_each_mapped(input.fd(), offset, part.nbytes, s.source.record,
+      for_each_mapped(input.fd(), input.name(), offset, part.nbytes, s.source.record,
                       [&](std::span<const std::byte> view) { XXH3_64bits_update(state.get(), view.data(), view.size()); });
       return XXH3_64bits_digest(state.get());
     });
@@ -387,8 +387,12 @@ class TensorStreamer {
         wrote_(n);
         done += n;
       }
-    } catch (...) {
+    } catch (Error& e) {
       if (hash.valid()) hash.wait();  // the task uses `part` and `s`
+      e.in_file(input.name());        // reading it failed (write errors name the output)
+      throw;
+    } catch (...) {
+      if (hash.valid()) hash.wait();
       throw;
     }
     unread_written_ = whole_record ? WrittenBytes{std::nullopt, s.source.crc32}
@@ -458,6 +462,7 @@ class TensorStreamer {
       }
     }
     transform_out(transform, run);
+    storage_bytes.check_intact();  // before the record is ended: a file that shrank is not written from zeros
   }
 
   const CheckpointImpl& impl_;
@@ -603,13 +608,15 @@ SafetensorsResult write_verified(const Checkpoint& checkpoint, const std::filesy
       current = file.path;
       outs.push_back(std::make_unique<AtomicFile>(file.path, options.overwrite));
       AtomicFile& out = *outs.back();
-      std::unique_ptr<ReadBack> readback;
+          std::unique_ptr<ReadBack> readback;
       if (options.verify) {
         readback = std::make_unique<ReadBack>(out.temp_path().string(), options.verify_options.gpu, ProgressCallback{}, 0,
                                               seams.corrupt_on_device);
       }
-      const double waited = write_file(impl_of(checkpoint), file, out.sink(), done, plan.total_bytes,
-                                       options.progress, readback.get(), out.temp_path(), seams);
+      std::unique_ptr<ByteSink> wrapped;
+      if (seams.wrap_sink) wrapped = seams.wrap_sink(out.sink());
+      const double waited = write_file(impl_of(checkpoint), file, wrapped ? *wrapped : out.sink(), done,
+                                       plan.total_bytes, options.progress, readback.get(), out.temp_path(), seams);
       out.flush();
       result.bytes += out.sink().position();
       if (readback) readback->finish_device();  // the device's last results, compared

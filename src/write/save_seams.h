@@ -14,7 +14,8 @@
 namespace ckptfix {
 
 struct SaveSeams {
-  /// Wraps the temporary file's sink (e.g. in one that fails part-way).
+  /// Wraps the temporary file's sink (e.g. in one that fails part-way; each
+  /// file's, for a safetensors shard set).
   std::function<std::unique_ptr<ByteSink>(ByteSink& file)> wrap_sink;
   /// Runs on the finished temporary file before verification (e.g. to damage
   /// it). With this hook, no record is read back while writing, so the final

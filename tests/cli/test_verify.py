@@ -300,6 +300,23 @@ class VerifiedWrites(unittest.TestCase):
                 self.assertIn("nothing was written", proc.stderr)
                 self.assert_nothing_new()
 
+    def test_an_input_that_shrinks_while_it_is_read_is_an_error_not_a_crash(self):
+        # Another program truncating the input meanwhile (a training run's
+        # torch.save truncates its file first): mapped bytes would raise SIGBUS.
+        big = os.path.join(self.tmp, "big.pt")
+        for args in (["cast", "--dtype", "bf16"], ["cast", "--dtype", "fp16", "--no-verify"], ["strip-prefix"],
+                     ["convert", "--format", "safetensors"], ["cast", "--dtype", "bf16", "--format", "safetensors"]):
+            with self.subTest(command=args):
+                torch.save({"module.w": torch.rand(1 << 22, generator=torch.Generator().manual_seed(0))}, big)
+                out = os.path.join(self.tmp, "out.pt")
+                proc = self.run_with_fault(f"input-shrinks-after:{2 << 20}:{big}", *args, big, "-o", out)
+                self.assertEqual(proc.returncode, 1, proc.stderr)
+                self.assertRegex(proc.stderr, r"^ckptfix: error: '.*big\.pt': (big/data/0|key 'module\.w'): .*"
+                                              r"(shrank while being read|input ended during the copy).*; "
+                                              r"nothing was written\n$")
+                self.assertEqual(os.path.getsize(big), 4096, "the fault cut the input")
+                self.assert_nothing_new(("big.pt", "in.pt"))
+
     def test_failures_leave_an_existing_output_and_in_place_input_untouched(self):
         out = os.path.join(self.tmp, "out.pt")
         shutil.copy(support.fixture("plain_state_dict.pt"), out)

@@ -6,14 +6,19 @@
 #include <linux/fiemap.h>
 #include <linux/fs.h>
 #include <sys/ioctl.h>
+#include <sys/mman.h>
 #include <unistd.h>
 
 #include <algorithm>
+#include <csignal>
 #include <filesystem>
 #include <fstream>
 #include <iterator>
 
 #include "io/atomic_file.h"
+#include "io/input_file.h"
+#include "io/mapped_window.h"
+#include "io/mapping_guard.h"
 #include "test_support.h"
 
 namespace ckptfix {
@@ -192,6 +197,127 @@ TEST_F(AtomicFileTest, CopiesAtTheInputsPhaseShareBlocksWhereTheFileSystemCan) {
   EXPECT_EQ(bytes, std::string(100, 'p') + input.substr(from, length) + "end");
   // Every whole block between the ends: [4096, 4096 * 1023) of the output.
   EXPECT_EQ(shared_bytes(dir_ / "out.bin"), (length - (4096 - 100)) / 4096 * 4096);
+}
+
+
+// A file that shrinks while it is mapped and read (another program truncates
+// or rewrites it): a clean error naming the file and what was read, never a
+// "Bus error" (mapping_guard.h).
+class ShrinkingFileTest : public test::TempDirTest {
+ protected:
+  // A file of `size` bytes of 0xA5, open for reading.
+  int make(uint64_t size) {
+    path_ = dir_ / "in.bin";
+    std::ofstream(path_, std::ios::binary) << std::string(size, '\xA5');
+    return ::open(path_.c_str(), O_RDONLY | O_CLOEXEC);
+  }
+  fs::path path_;
+};
+
+TEST_F(ShrinkingFileTest, AWindowThatLosesItsPagesIsAnErrorNotACrash) {
+  const uint64_t size = uint64_t{20} << 20;  // three windows
+  const int fd = make(size);
+  ASSERT_GE(fd, 0);
+  std::vector<uint64_t> nonzero;  // per window: bytes read that were not zero
+  try {
+    for_each_mapped(fd, "in.bin", 0, size, "record 'big'", [&](std::span<const std::byte> view) {
+      if (nonzero.empty()) fs::resize_file(path_, 4096);  // cut while the first window is mapped
+      nonzero.push_back(static_cast<uint64_t>(std::count_if(view.begin(), view.end(), [](std::byte b) { return b != std::byte{0}; })));
+    });
+    ADD_FAILURE() << "no error";
+  } catch (const Error& e) {
+    EXPECT_EQ(e.kind(), ErrorKind::kIo);
+    EXPECT_EQ(std::string(e.what()),
+              "'in.bin': record 'big': the file shrank while being read (truncated or rewritten by another program?) "
+              "or could not be read");
+  }
+  ::close(fd);
+  ASSERT_EQ(nonzero.size(), 1u) << "the first window's error ends the reading";
+  EXPECT_EQ(nonzero[0], 4096u) << "what was lost reads as zeros";
+}
+
+TEST_F(ShrinkingFileTest, AnErrorFromTheVisitIsReplacedByTheShrinking) {
+  const int fd = make(uint64_t{1} << 20);
+  ASSERT_GE(fd, 0);
+  test::expect_error(
+      [&] {
+        for_each_mapped(fd, "in.bin", 0, uint64_t{1} << 20, "r", [&](std::span<const std::byte> view) {
+          fs::resize_file(path_, 0);
+          if (view.back() == std::byte{0}) throw Error(ErrorKind::kCorrupt, "a parser choking on zeros");
+        });
+      },
+      ErrorKind::kIo, "the file shrank while being read");
+  ::close(fd);
+}
+
+TEST_F(ShrinkingFileTest, AWindowReadWholeIsNoError) {
+  const int fd = make(uint64_t{9} << 20);
+  ASSERT_GE(fd, 0);
+  uint64_t seen = 0;
+  for_each_mapped(fd, "in.bin", 100, (uint64_t{9} << 20) - 100, "r", [&](std::span<const std::byte> view) {
+    seen += static_cast<uint64_t>(std::count(view.begin(), view.end(), std::byte{0xA5}));
+  });
+  EXPECT_EQ(seen, (uint64_t{9} << 20) - 100);
+  ::close(fd);
+}
+
+TEST_F(ShrinkingFileTest, AMappedRangeSaysItLostBytes) {
+  make(uint64_t{9} << 20);  // files of up to 8 MiB are read into memory when opened
+  const auto file = InputFile::open(path_);
+  const MappedRange range = file->map_range(1000, 60000, "archive/data.pkl");
+  EXPECT_EQ(range.span()[59999], std::byte{0xA5});
+  range.check_intact();  // nothing lost yet
+  fs::resize_file(path_, 8192);
+  EXPECT_EQ(range.span()[59999], std::byte{0}) << "a lost page reads as zeros";
+  EXPECT_EQ(range.span()[0], std::byte{0xA5}) << "pages still in the file keep their bytes";
+  test::expect_error([&] { range.check_intact(); }, ErrorKind::kIo,
+                     "in.bin': archive/data.pkl: the file shrank while being read");
+}
+
+// Whether AddressSanitizer's SIGBUS handler was installed before ours (the sanitized test build).
+#if defined(__SANITIZE_ADDRESS__)
+constexpr bool kSanitizerHandlesSigbus = true;
+#elif defined(__has_feature)
+#if __has_feature(address_sanitizer)
+constexpr bool kSanitizerHandlesSigbus = true;
+#else
+constexpr bool kSanitizerHandlesSigbus = false;
+#endif
+#else
+constexpr bool kSanitizerHandlesSigbus = false;
+#endif
+
+TEST_F(ShrinkingFileTest, AFaultOutsideAGuardedRangeIsLeftToThePreviousHandler) {
+  // As without ckptfix: the process dies of SIGBUS (the default action), or
+  // the handler installed before reports it (AddressSanitizer's, in that build).
+  make(65536);
+  auto touch_a_lost_unguarded_page = [this] {
+    const auto file = InputFile::open(path_);
+    const MappedRange guarded = file->map_range(0, 4096, "guarded");  // installs the handler
+    const int fd = ::open(path_.c_str(), O_RDONLY | O_CLOEXEC);
+    void* unguarded = ::mmap(nullptr, 65536, PROT_READ, MAP_SHARED, fd, 0);
+    fs::resize_file(path_, 0);
+    volatile std::byte b = static_cast<const std::byte*>(unguarded)[40000];
+    (void)b;
+    std::exit(0);
+  };
+  if (kSanitizerHandlesSigbus) {
+    EXPECT_DEATH(touch_a_lost_unguarded_page(), "AddressSanitizer: BUS");
+  } else {
+    EXPECT_EXIT(touch_a_lost_unguarded_page(), ::testing::KilledBySignal(SIGBUS), "");
+  }
+}
+
+TEST(MappingGuard, AtMostTheTablesSizeAreGuardedAtOnce) {
+  static char page[4096];
+  std::vector<MappingGuard> guards;
+  for (size_t i = 0; i < MappingGuard::kMaxGuarded; ++i) guards.emplace_back(page, sizeof page);
+  EXPECT_TRUE(std::all_of(guards.begin(), guards.end(), [](const MappingGuard& g) { return g.guarding(); }));
+  MappingGuard one_more(page, sizeof page);
+  EXPECT_FALSE(one_more.guarding()) << "read unguarded, as before";
+  EXPECT_FALSE(one_more.lost());
+  guards.pop_back();
+  EXPECT_TRUE(MappingGuard(page, sizeof page).guarding()) << "a released slot is reused";
 }
 
 }  // namespace

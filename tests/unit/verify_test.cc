@@ -6,6 +6,7 @@
 #include <unistd.h>
 
 #include <filesystem>
+#include <fstream>
 
 #include "ckptfix/checkpoint.h"
 #include "ckptfix/passes.h"
@@ -67,6 +68,8 @@ TEST_F(VerifyTest, AWriteFailingPartWayLeavesNothing) {
     EXPECT_TRUE(fs::is_empty(dir_)) << fault;
   }
   expect_error([] { fault_seams("sometimes"); }, ErrorKind::kInvalidArgument, "not a known fault");
+  expect_error([] { fault_seams("write-fails-after:12x"); }, ErrorKind::kInvalidArgument, "expected a byte count");
+  expect_error([] { fault_seams("input-shrinks-after:12"); }, ErrorKind::kInvalidArgument, "a colon and a path");
 }
 
 TEST_F(VerifyTest, NoDevicePathIsReportedNotFaked) {
@@ -81,6 +84,84 @@ TEST_F(VerifyTest, NoDevicePathIsReportedNotFaked) {
   expect_error([] { verify_file(test::fixture_path("cuda0.pt"), {GpuMode::kRequire}); }, ErrorKind::kGpu,
                "GPU load test required but it cannot run");
   expect_error([] { open_cuda_load_test(1024, false); }, ErrorKind::kGpu, status.reason);
+}
+
+
+// The input shrinks while it is rewritten (a training run re-saves it with
+// torch.save, which truncates first): a one-line error naming the input and
+// its record, no output, no temporary file, and never a "Bus error".
+class ShrinkingInputTest : public test::TempDirTest {
+ protected:
+  // A zip checkpoint {'w': a float32 tensor of `count` elements}, stored.
+  void make_input(uint32_t count) {
+    auto int4 = [](uint32_t v) {
+      std::string s = "J";
+      append_le<uint32_t>(s, v);
+      return s;
+    };
+    test::PickleBytes p;
+    p.proto().raw("}").unicode("w").global("torch._utils", "_rebuild_tensor_v2").raw("(");
+    p.raw("(").unicode("storage").global("torch", "FloatStorage").unicode("0").unicode("cpu").raw(int4(count)).raw("tQ");
+    p.int1(0).raw("(").raw(int4(count)).raw("t(").int1(1).raw("t\x89").global("collections", "OrderedDict");
+    p.raw(")RtRs").stop();
+    std::string data;
+    for (uint32_t i = 0; i < count; ++i) append_le<float>(data, 1.5f);
+    std::ofstream(input_, std::ios::binary)
+        << test::ZipBuilder("in").add("data.pkl", p.str()).add("data/0", data).add("version", "3\n").finish();
+  }
+
+  // The input cut to 4 KiB once `after` bytes are written, or when a copy from it begins.
+  SaveSeams cutting_the_input_after(uint64_t after) const {
+    return fault_seams("input-shrinks-after:" + std::to_string(after) + ":" + input_.string());
+  }
+
+  std::vector<std::string> listing() const {
+    std::vector<std::string> names;
+    for (const auto& e : fs::directory_iterator(dir_)) names.push_back(e.path().filename().string());
+    return names;
+  }
+
+  fs::path input_;
+  void SetUp() override {
+    test::TempDirTest::SetUp();
+    input_ = dir_ / "in.pt";
+  }
+};
+
+TEST_F(ShrinkingInputTest, ACastWhoseInputShrinksIsRefused) {
+  for (const bool verify : {true, false}) {
+    SCOPED_TRACE(verify ? "verified" : "not verified");
+    // 16 MiB: read in slices, more of them than buffers in flight, so that
+    // some are read after the first is written and the input cut.
+    make_input(uint32_t{4} << 20);
+    Checkpoint ck = Checkpoint::open(input_);
+    PassOptions passes;
+    passes.cast_to = DType::kFloat16;
+    apply_passes(ck, passes);
+    SaveOptions options;
+    options.verify = verify;
+    options.verify_options.gpu = GpuMode::kOff;
+    expect_error([&] { save_with_seams(ck, dir_ / "out.pt", options, cutting_the_input_after(uint64_t{2} << 20)); },
+                 ErrorKind::kIo,
+                 "in.pt': in/data/0: the file shrank while being read (truncated or rewritten by another program?)");
+    EXPECT_EQ(listing(), std::vector<std::string>{"in.pt"}) << "no output, no temporary file";
+  }
+}
+
+TEST_F(ShrinkingInputTest, ACopyWhoseInputShrinksNamesTheInput) {
+  make_input(uint32_t{1} << 20);  // 4 MiB, copied unread where the output can
+  const Checkpoint ck = Checkpoint::open(input_);
+  SaveOptions options;
+  options.verify_options.gpu = GpuMode::kOff;
+  try {
+    save_with_seams(ck, dir_ / "out.pt", options, cutting_the_input_after(UINT64_MAX));  // cut when the copy begins
+    ADD_FAILURE() << "no error";
+  } catch (const Error& e) {
+    EXPECT_EQ(e.kind(), ErrorKind::kIo);
+    EXPECT_EQ(fs::path(e.file()).filename(), "in.pt") << e.what();
+    EXPECT_NE(std::string(e.what()).find("in/data/0"), std::string::npos) << e.what();
+  }
+  EXPECT_EQ(listing(), std::vector<std::string>{"in.pt"});
 }
 
 }  // namespace
