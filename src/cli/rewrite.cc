@@ -283,7 +283,7 @@ void add_rewrite_options(CLI::App* cmd, RewriteArgs& args, bool may_replace_inpu
                   "Write each output under DIR: the input's file name, or its path below a --recursive directory");
   args.in_place_offered = may_replace_input;
   if (may_replace_input) {
-    cmd->add_flag("--in-place", args.in_place, "Replace each input, only once its new version is complete");
+    cmd->add_flag("--in-place", args.in_place, "Replace each input, only once its new version is complete and if nothing changed it meanwhile");
   }
   cmd->add_flag("-f,--force", args.force, "Overwrite existing outputs");
   cmd->add_flag("--sync", args.sync,

@@ -229,6 +229,16 @@ void AtomicFile::flush() { sink_->flush(); }
 void AtomicFile::commit(bool sync) {
   sink_->flush();
   if (sync && ::fsync(sink_->fd()) != 0) throw io_error("fsync failed", temp_);
+  // A file being rewritten from what it held when it was read: if another
+  // program wrote, replaced or removed it meanwhile (a training run saving a
+  // newer checkpoint there), renaming over it would throw that away. (Checked
+  // just before the rename; a change in between is not caught.)
+  if (expected_ && stamp_of(target_) != expected_) {
+    throw Error(ErrorKind::kConflict,
+                "the file changed while it was being rewritten (another program wrote, replaced or removed it): "
+                "it was not replaced; nothing was written")
+        .in_file(target_.string());
+  }
   if (overwrite_) {
     if (::rename(temp_.c_str(), target_.c_str()) != 0) throw io_error("cannot rename the finished file into place", target_);
   } else {

@@ -10,10 +10,12 @@
 
 #include <filesystem>
 #include <memory>
+#include <optional>
 #include <string>
 #include <vector>
 
 #include "io/byte_sink.h"
+#include "io/file_stamp.h"
 
 namespace ckptfix {
 
@@ -35,9 +37,14 @@ class AtomicFile {
   const std::filesystem::path& temp_path() const { return temp_; }
   /// Flushes buffered bytes so the temporary file can be re-read.
   void flush();
+  /// Has commit() replace the target only if it is still `expected` (the
+  /// target is a file being read: the output was made from it as it was).
+  void replace_only_if_unchanged(const FileStamp& expected) { expected_ = expected; }
   /// Makes the new file the target. With `sync`, the data is flushed to
   /// disk (fsync) before the rename and the directory after it, so the
   /// result also survives a power loss. After this the destructor does nothing.
+  /// Throws Error(kConflict), leaving the target alone, if the target is
+  /// not what replace_only_if_unchanged() expects.
   void commit(bool sync);
 
   /// Temporaries of `target` whose writer process is gone (for tests and cleanup).
@@ -47,6 +54,7 @@ class AtomicFile {
   std::filesystem::path target_;
   std::filesystem::path temp_;
   bool overwrite_;
+  std::optional<FileStamp> expected_;
   bool committed_ = false;
   std::unique_ptr<FileSink> sink_;
 };

@@ -43,6 +43,7 @@ std::shared_ptr<const InputFile> InputFile::open(const std::filesystem::path& pa
   }
   file->size_ = static_cast<uint64_t>(st.st_size);
   file->identity_ = {static_cast<uint64_t>(st.st_dev), static_cast<uint64_t>(st.st_ino)};
+  file->stamp_ = stamp_of(st);
   if (file->size_ > 0 && file->size_ <= kReadWholeBelow) {
     // Small files are read: mapping and unmapping costs page-table work and,
     // in a process converting several files at once, TLB shootdowns that

@@ -27,6 +27,7 @@
 #include <string_view>
 #include <vector>
 
+#include "io/file_stamp.h"
 #include "io/mapping_guard.h"
 
 namespace ckptfix {
@@ -122,6 +123,9 @@ class InputFile {
     bool operator<(const Identity& o) const { return device != o.device ? device < o.device : inode < o.inode; }
   };
   Identity identity() const { return identity_; }
+  /// The opened file as it was when opened (all zero for in-memory files and
+  /// slices): a writer replacing it checks it still is (AtomicFile).
+  const FileStamp& stamp() const { return stamp_; }
 
   /// Throws Error(kCorrupt) "<what> at <offset> extends past the end of the
   /// file" unless [offset, offset+length) is inside the file.
@@ -169,6 +173,7 @@ class InputFile {
   int fd_ = -1;
   uint64_t size_ = 0;
   Identity identity_;
+  FileStamp stamp_;
   const std::byte* base_ = nullptr;  // in-memory files and slices of them
   std::string memory_;  // owns the bytes of an in-memory or small file
   std::shared_ptr<const InputFile> whole_;  // a slice's file, kept alive while the slice is

@@ -16,6 +16,7 @@
 #include "pickle/pickler.h"
 #include "bytes/byte_checker.h"
 #include "verify/verify_written.h"
+#include "write/replaced_input.h"
 #include "write/save_seams.h"
 #include "bytes/storage_pipeline.h"
 #include "zip/crc32.h"
@@ -177,6 +178,7 @@ SaveResult save_verified(const Checkpoint& checkpoint, const std::filesystem::pa
   refuse_unknown_calls(checkpoint, options.allow_globals);
   if (options.verify) require_gpu_if_asked(options.verify_options.gpu);
   AtomicFile out(path, options.overwrite);
+  guard_replaced_input(impl_of(checkpoint), out);
   SaveResult result;
   try {
     std::unique_ptr<ByteSink> wrapped;

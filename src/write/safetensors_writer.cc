@@ -34,6 +34,7 @@
 #include "model/dict_selection.h"
 #include "model/payloads.h"
 #include "safetensors/header.h"
+#include "write/replaced_input.h"
 #include "write/save_seams.h"
 
 namespace ckptfix {
@@ -608,7 +609,8 @@ SafetensorsResult write_verified(const Checkpoint& checkpoint, const std::filesy
       current = file.path;
       outs.push_back(std::make_unique<AtomicFile>(file.path, options.overwrite));
       AtomicFile& out = *outs.back();
-          std::unique_ptr<ReadBack> readback;
+      guard_replaced_input(impl_of(checkpoint), out);
+      std::unique_ptr<ReadBack> readback;
       if (options.verify) {
         readback = std::make_unique<ReadBack>(out.temp_path().string(), options.verify_options.gpu, ProgressCallback{}, 0,
                                               seams.corrupt_on_device);
@@ -636,6 +638,7 @@ SafetensorsResult write_verified(const Checkpoint& checkpoint, const std::filesy
       current = *plan.index;
       const std::string text = index_json(plan);
       outs.push_back(std::make_unique<AtomicFile>(*plan.index, options.overwrite));
+      guard_replaced_input(impl_of(checkpoint), *outs.back());
       outs.back()->sink().write(as_bytes(text));
       outs.back()->flush();
       result.bytes += text.size();

@@ -317,6 +317,19 @@ class VerifiedWrites(unittest.TestCase):
                 self.assertEqual(os.path.getsize(big), 4096, "the fault cut the input")
                 self.assert_nothing_new(("big.pt", "in.pt"))
 
+    def test_an_input_changed_meanwhile_is_not_replaced_in_place(self):
+        # The file is small enough to be read whole when opened, so cutting it
+        # while the output is written changes nothing of what is read: only
+        # the in-place replacement can notice, and must not throw it away.
+        proc = self.run_with_fault(f"input-shrinks-after:0:{self.src}", "cast", "--dtype", "bf16", self.src,
+                                   "--in-place")
+        self.assertEqual(proc.returncode, 1, proc.stderr)
+        self.assertRegex(proc.stderr, r"^ckptfix: error: '.*in\.pt': the file changed while it was being rewritten "
+                                      r"\(another program wrote, replaced or removed it\): it was not replaced; "
+                                      r"nothing was written\n$")
+        self.assertEqual(os.path.getsize(self.src), 4096, "what the other program left is kept")
+        self.assertEqual(os.listdir(self.tmp), ["in.pt"])
+
     def test_failures_leave_an_existing_output_and_in_place_input_untouched(self):
         out = os.path.join(self.tmp, "out.pt")
         shutil.copy(support.fixture("plain_state_dict.pt"), out)

@@ -11,6 +11,8 @@
 
 #include <algorithm>
 #include <csignal>
+#include <functional>
+#include <optional>
 #include <filesystem>
 #include <fstream>
 #include <iterator>
@@ -53,6 +55,56 @@ TEST_F(AtomicFileTest, CommitReplacesOnlyWhenAllowed) {
   out.commit(true);  // with fsync of the file and the directory
   EXPECT_EQ(test::read_file((dir_ / "out.pt").string()), "new");
   EXPECT_EQ(listing(), std::vector<std::string>{"out.pt"});
+}
+
+TEST_F(AtomicFileTest, AFileBeingRewrittenIsReplacedOnlyIfNobodyChangedIt) {
+  // The target is the input (--in-place): its stamp when it was read.
+  const fs::path target = dir_ / "in.pt";
+  auto write_target = [&](const std::string& contents) {
+    std::ofstream(target, std::ios::binary | std::ios::trunc) << contents;
+    return *stamp_of(target);
+  };
+  struct Change {
+    const char* what;
+    std::function<void()> make;
+    std::optional<std::string> left;  // what the target holds after it (none: removed)
+  };
+  const std::vector<Change> changes = {
+      {"rewritten in place, as torch.save does", [&] { write_target("newer checkpoint"); }, "newer checkpoint"},
+      {"replaced by a rename (the same bytes, another file)",
+       [&] {
+         std::ofstream(dir_ / "x") << "old";
+         fs::rename(dir_ / "x", target);
+       },
+       "old"},
+      {"removed", [&] { fs::remove(target); }, std::nullopt},
+  };
+  for (const Change& change : changes) {
+    SCOPED_TRACE(change.what);
+    const FileStamp read = write_target("old");
+    AtomicFile out(target, true);
+    out.replace_only_if_unchanged(read);
+    out.sink().write(as_bytes("rewritten"));
+    change.make();
+    test::expect_error([&] { out.commit(false); }, ErrorKind::kConflict,
+                       "in.pt': the file changed while it was being rewritten (another program wrote, replaced or "
+                       "removed it): it was not replaced; nothing was written");
+    if (change.left) {
+      EXPECT_EQ(test::read_file(target.string()), *change.left);
+    } else {
+      EXPECT_FALSE(fs::exists(target));
+    }
+  }
+  // Nobody changed it: replaced.
+  const FileStamp read = write_target("old");
+  {
+    AtomicFile out(target, true);
+    out.replace_only_if_unchanged(read);
+    out.sink().write(as_bytes("rewritten"));
+    out.commit(false);
+  }
+  EXPECT_EQ(test::read_file(target.string()), "rewritten");
+  EXPECT_EQ(listing(), std::vector<std::string>{"in.pt"}) << "no temporary file left by the refused commits";
 }
 
 TEST_F(AtomicFileTest, OutputAppearingMeanwhileIsNotOverwritten) {

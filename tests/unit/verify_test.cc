@@ -87,10 +87,12 @@ TEST_F(VerifyTest, NoDevicePathIsReportedNotFaked) {
 }
 
 
-// The input shrinks while it is rewritten (a training run re-saves it with
-// torch.save, which truncates first): a one-line error naming the input and
-// its record, no output, no temporary file, and never a "Bus error".
-class ShrinkingInputTest : public test::TempDirTest {
+// The input changes while it is rewritten. It shrinks (a training run
+// re-saves it with torch.save, which truncates first): a one-line error
+// naming the input and its record, no output, no temporary file, never a
+// "Bus error". It is replaced by a newer file: an in-place rewrite, made
+// from the older one, does not replace it.
+class ChangingInputTest : public test::TempDirTest {
  protected:
   // A zip checkpoint {'w': a float32 tensor of `count` elements}, stored.
   void make_input(uint32_t count) {
@@ -115,6 +117,15 @@ class ShrinkingInputTest : public test::TempDirTest {
     return fault_seams("input-shrinks-after:" + std::to_string(after) + ":" + input_.string());
   }
 
+  // The input, opened, with a cast to float16 to write.
+  Checkpoint opened_with_a_cast() const {
+    Checkpoint ck = Checkpoint::open(input_);
+    PassOptions passes;
+    passes.cast_to = DType::kFloat16;
+    apply_passes(ck, passes);
+    return ck;
+  }
+
   std::vector<std::string> listing() const {
     std::vector<std::string> names;
     for (const auto& e : fs::directory_iterator(dir_)) names.push_back(e.path().filename().string());
@@ -128,16 +139,13 @@ class ShrinkingInputTest : public test::TempDirTest {
   }
 };
 
-TEST_F(ShrinkingInputTest, ACastWhoseInputShrinksIsRefused) {
+TEST_F(ChangingInputTest, ACastWhoseInputShrinksIsRefused) {
   for (const bool verify : {true, false}) {
     SCOPED_TRACE(verify ? "verified" : "not verified");
     // 16 MiB: read in slices, more of them than buffers in flight, so that
     // some are read after the first is written and the input cut.
     make_input(uint32_t{4} << 20);
-    Checkpoint ck = Checkpoint::open(input_);
-    PassOptions passes;
-    passes.cast_to = DType::kFloat16;
-    apply_passes(ck, passes);
+    const Checkpoint ck = opened_with_a_cast();
     SaveOptions options;
     options.verify = verify;
     options.verify_options.gpu = GpuMode::kOff;
@@ -148,7 +156,7 @@ TEST_F(ShrinkingInputTest, ACastWhoseInputShrinksIsRefused) {
   }
 }
 
-TEST_F(ShrinkingInputTest, ACopyWhoseInputShrinksNamesTheInput) {
+TEST_F(ChangingInputTest, ACopyWhoseInputShrinksNamesTheInput) {
   make_input(uint32_t{1} << 20);  // 4 MiB, copied unread where the output can
   const Checkpoint ck = Checkpoint::open(input_);
   SaveOptions options;
@@ -161,6 +169,36 @@ TEST_F(ShrinkingInputTest, ACopyWhoseInputShrinksNamesTheInput) {
     EXPECT_EQ(fs::path(e.file()).filename(), "in.pt") << e.what();
     EXPECT_NE(std::string(e.what()).find("in/data/0"), std::string::npos) << e.what();
   }
+  EXPECT_EQ(listing(), std::vector<std::string>{"in.pt"});
+}
+
+TEST_F(ChangingInputTest, AnInputRewrittenMeanwhileIsNotReplacedInPlace) {
+  // A training run saves its next checkpoint over the file being rewritten
+  // in place: the rewrite, made from the older one, must not replace it.
+  for (const bool by_rename : {false, true}) {
+    SCOPED_TRACE(by_rename ? "replaced by a rename" : "rewritten in place");
+    make_input(1000);
+    const Checkpoint ck = opened_with_a_cast();
+    SaveOptions options;
+    options.overwrite = true;
+    options.verify_options.gpu = GpuMode::kOff;
+    SaveSeams seams;
+    seams.before_verify = [&](const fs::path&, const SaveResult&) {
+      const fs::path newer = by_rename ? dir_ / "newer" : input_;
+      std::ofstream(newer, std::ios::binary | std::ios::trunc) << "the newer checkpoint";
+      if (by_rename) fs::rename(newer, input_);
+    };
+    expect_error([&] { save_with_seams(ck, input_, options, seams); }, ErrorKind::kConflict,
+                 "in.pt': the file changed while it was being rewritten");
+    EXPECT_EQ(test::read_file(input_.string()), "the newer checkpoint");
+    EXPECT_EQ(listing(), std::vector<std::string>{"in.pt"});
+  }
+  make_input(1000);  // nobody changes it: replaced
+  SaveOptions options;
+  options.overwrite = true;
+  options.verify_options.gpu = GpuMode::kOff;
+  save(opened_with_a_cast(), input_, options);
+  EXPECT_EQ(Checkpoint::open(input_).tensor_positions().size(), 1u);
   EXPECT_EQ(listing(), std::vector<std::string>{"in.pt"});
 }
 
