@@ -21,6 +21,7 @@ struct FileStamp {
   bool operator==(const FileStamp&) const = default;
 };
 
+/// The stamp of the file `st` describes (fstat of an open file).
 FileStamp stamp_of(const struct stat& st);
 
 /// The stamp of the file `path` names (links followed), or none if there is none.
