@@ -42,7 +42,6 @@ std::shared_ptr<const InputFile> InputFile::open(const std::filesystem::path& pa
     throw Error(ErrorKind::kNotCheckpoint, "not a regular file").in_file(file->name_);
   }
   file->size_ = static_cast<uint64_t>(st.st_size);
-  file->identity_ = {static_cast<uint64_t>(st.st_dev), static_cast<uint64_t>(st.st_ino)};
   file->stamp_ = stamp_of(st);
   if (file->size_ > 0 && file->size_ <= kReadWholeBelow) {
     // Small files are read: mapping and unmapping costs page-table work and,

@@ -122,7 +122,7 @@ class InputFile {
     bool operator==(const Identity&) const = default;
     bool operator<(const Identity& o) const { return device != o.device ? device < o.device : inode < o.inode; }
   };
-  Identity identity() const { return identity_; }
+  Identity identity() const { return {stamp_.device, stamp_.inode}; }
   /// The opened file as it was when opened (all zero for in-memory files and
   /// slices): a writer replacing it checks it still is (AtomicFile).
   const FileStamp& stamp() const { return stamp_; }
@@ -172,7 +172,6 @@ class InputFile {
   std::string name_;
   int fd_ = -1;
   uint64_t size_ = 0;
-  Identity identity_;
   FileStamp stamp_;
   const std::byte* base_ = nullptr;  // in-memory files and slices of them
   std::string memory_;  // owns the bytes of an in-memory or small file

@@ -30,19 +30,21 @@ void for_each_mapped(int fd, const std::string& file, uint64_t offset, uint64_t 
       throw fail(system_error("cannot map for reading"));
     }
     MappingGuard guard(base, mapped);
+    // Unguards and unmaps the window; throws if the file lost bytes of it
+    // meanwhile (that, not what a visit made of the zeros, is the error).
+    auto unmap = [&] {
+      const bool lost = guard.lost();
+      guard = MappingGuard();  // unguarded before the range is unmapped
+      ::munmap(base, mapped);
+      if (lost) throw fail(file_shrank_while_read());
+    };
     try {
       visit({static_cast<const std::byte*>(base) + (start - aligned), static_cast<size_t>(length)});
     } catch (...) {
-      const bool lost = guard.lost();
-      guard = MappingGuard();
-      ::munmap(base, mapped);
-      if (lost) throw fail(file_shrank_while_read());  // what went wrong first
+      unmap();
       throw;
     }
-    const bool lost = guard.lost();
-    guard = MappingGuard();  // unguarded before the range is unmapped
-    ::munmap(base, mapped);
-    if (lost) throw fail(file_shrank_while_read());
+    unmap();
     done += length;
   }
 }
