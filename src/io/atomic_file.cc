@@ -36,6 +36,45 @@ std::string temp_prefix(const std::filesystem::path& target) {
   return prefix;
 }
 
+std::string what_kind_of_file(mode_t mode) {
+  if (S_ISDIR(mode)) return "a directory";
+  if (S_ISCHR(mode)) return "a character device";
+  if (S_ISBLK(mode)) return "a block device";
+  if (S_ISFIFO(mode)) return "a FIFO";
+  if (S_ISSOCK(mode)) return "a socket";
+  return "not a regular file";
+}
+
+// The file a write replaces: the target, or the file it leads to where the
+// target is a symbolic link (torch.save and cp write through a link;
+// renaming over the link would leave the file it names unchanged). Anything
+// but a regular file already there is refused before any work is done:
+// renaming over a device, FIFO or socket replaces the node itself (as root,
+// an output of /dev/null would replace /dev/null with a checkpoint), and
+// over a directory it fails only once everything is written.
+std::filesystem::path destination_of(const std::filesystem::path& target) {
+  struct stat st {};
+  // Not there (or not reachable): creating the temporary file beside it says why.
+  if (::lstat(target.c_str(), &st) != 0) return target;
+  std::filesystem::path destination = target;
+  if (S_ISLNK(st.st_mode)) {
+    std::error_code ec;
+    destination = std::filesystem::canonical(target, ec);
+    if (ec || ::stat(destination.c_str(), &st) != 0) {
+      throw Error(ErrorKind::kInvalidArgument,
+                  "is a symbolic link that leads to no file (" + (ec ? ec.message() : std::string(std::strerror(errno))) +
+                      "): a write never goes through a dangling link")
+          .in_file(target.string());
+    }
+  }
+  if (!S_ISREG(st.st_mode)) {
+    throw Error(ErrorKind::kInvalidArgument,
+                "is " + what_kind_of_file(st.st_mode) + ": an output must be a regular file, and nothing else is ever replaced")
+        .in_file(target.string());
+  }
+  return destination;
+}
+
 bool process_alive(long pid) {
   if (pid <= 0) return false;
   return ::kill(static_cast<pid_t>(pid), 0) == 0 || errno == EPERM;
@@ -190,22 +229,23 @@ void FileSink::flush() {
 }
 
 AtomicFile::AtomicFile(std::filesystem::path target, bool overwrite)
-    : target_(std::move(target)), overwrite_(overwrite) {
+    : target_(std::move(target)), destination_(destination_of(target_)), overwrite_(overwrite) {
   std::error_code ec;
   if (!overwrite_ && std::filesystem::exists(target_, ec)) {
     throw Error(ErrorKind::kExists, "output exists").in_file(target_.string());
   }
-  for (const auto& stale : stale_temporaries(target_)) std::filesystem::remove(stale, ec);
+  for (const auto& stale : stale_temporaries(destination_)) std::filesystem::remove(stale, ec);
 
-  const std::filesystem::path dir = target_.parent_path();
+  // Beside the file it replaces, so that the rename stays in one file system.
+  const std::filesystem::path dir = destination_.parent_path();
   // pid (to tell stale files from live ones) and a per-process counter (to
   // keep concurrent writers in one process apart).
   static std::atomic<unsigned> counter{0};
-  temp_ = dir / (temp_prefix(target_) + std::to_string(::getpid()) + "-" + std::to_string(counter++) + kTempSuffix);
+  temp_ = dir / (temp_prefix(destination_) + std::to_string(::getpid()) + "-" + std::to_string(counter++) + kTempSuffix);
   // Keep the target's permissions when replacing it (e.g. --in-place).
   mode_t mode = 0666;
   struct stat st {};
-  if (::stat(target_.c_str(), &st) == 0) mode = st.st_mode & 07777;
+  if (::stat(destination_.c_str(), &st) == 0) mode = st.st_mode & 07777;
   const int fd = ::open(temp_.c_str(), O_WRONLY | O_CREAT | O_EXCL | O_CLOEXEC, mode);
   if (fd < 0) throw io_error("cannot create a temporary file beside the output", temp_);
   if (mode != 0666) ::fchmod(fd, mode);
@@ -240,10 +280,12 @@ void AtomicFile::commit(bool sync) {
         .in_file(target_.string());
   }
   if (overwrite_) {
-    if (::rename(temp_.c_str(), target_.c_str()) != 0) throw io_error("cannot rename the finished file into place", target_);
+    if (::rename(temp_.c_str(), destination_.c_str()) != 0) {
+      throw io_error("cannot rename the finished file into place", target_);
+    }
   } else {
     // renameat2(RENAME_NOREPLACE) is not everywhere; link() also refuses to replace.
-    if (::link(temp_.c_str(), target_.c_str()) != 0) {
+    if (::link(temp_.c_str(), destination_.c_str()) != 0) {
       if (errno == EEXIST) {
         throw Error(ErrorKind::kExists, "output appeared while writing")
             .in_file(target_.string());
@@ -253,7 +295,7 @@ void AtomicFile::commit(bool sync) {
     ::unlink(temp_.c_str());
   }
   committed_ = true;
-  if (sync) sync_directory(target_.parent_path());
+  if (sync) sync_directory(destination_.parent_path());
 }
 
 std::vector<std::filesystem::path> AtomicFile::stale_temporaries(const std::filesystem::path& target) {

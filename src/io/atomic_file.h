@@ -25,8 +25,12 @@ class SpliceCopy;
 class AtomicFile {
  public:
   /// Creates the temporary file. Throws Error(kExists) if the target exists
-  /// and `overwrite` is false, Error(kIo) if the directory is not writable.
-  /// Removes stale temporaries of the same target left by dead processes.
+  /// and `overwrite` is false, Error(kIo) if the directory is not writable,
+  /// Error(kInvalidArgument) if the target is there but is not a regular
+  /// file (a directory, device, FIFO or socket, a dangling link). A target
+  /// that is a symbolic link is written through: the file it leads to is
+  /// replaced and the link kept. Removes stale temporaries of the same
+  /// target left by dead processes.
   AtomicFile(std::filesystem::path target, bool overwrite);
   ~AtomicFile();
   AtomicFile(const AtomicFile&) = delete;
@@ -51,7 +55,8 @@ class AtomicFile {
   static std::vector<std::filesystem::path> stale_temporaries(const std::filesystem::path& target);
 
  private:
-  std::filesystem::path target_;
+  std::filesystem::path target_;       // the name asked for (messages, the change check)
+  std::filesystem::path destination_;  // the file replaced: the target, or where its link leads
   std::filesystem::path temp_;
   bool overwrite_;
   std::optional<FileStamp> expected_;

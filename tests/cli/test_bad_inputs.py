@@ -28,6 +28,7 @@ import pickle
 import pickletools
 import re
 import shutil
+import stat
 import struct
 import sys
 import zipfile
@@ -511,6 +512,48 @@ class UsageTest(BadInputTest):
                 check = cs.run(['inspect', old], cwd=self.cwd)
                 self.assertEqual(check.returncode, 0, 'replaced output does not inspect' + cs.describe(check))
                 self.assert_untouched(self.input, self.input_state)
+
+    def test_an_output_that_is_not_a_regular_file_is_refused(self):
+        """Renaming over a FIFO, device or socket replaces the node itself (as root, `-o /dev/null
+        --force` replaced /dev/null with a checkpoint), and over a directory it fails only at the end:
+        each is refused before any work, with or without --force. (/dev/null itself is tested in
+        io_test.cc, where nothing is ever committed.)"""
+        os.mkfifo(self.abs('fifo.pt'))
+        os.makedirs(self.abs('dir.pt'))
+        os.symlink('nowhere.pt', self.abs('dangling.pt'))
+        os.symlink('fifo.pt', self.abs('to_fifo.pt'))
+        for output, pattern in (('fifo.pt', r"'fifo\.pt': is a FIFO: an output must be a regular file"),
+                                ('to_fifo.pt', r"'to_fifo\.pt': is a FIFO"),
+                                ('dir.pt', r"'dir\.pt': is a directory"),
+                                ('dangling.pt', r"'dangling\.pt': is a symbolic link that leads to no file")):
+            for args in (['convert', 'in.pt', '-o', output], ['cast', 'in.pt', '--dtype', 'float16', '-o', output],
+                         ['convert', 'in.pt', '--format', 'safetensors', '-o', output]):
+                for force in ([], ['--force']):
+                    with self.subTest(args=args + force):
+                        self.usage(args + force, pattern)
+        self.assertTrue(stat.S_ISFIFO(os.lstat(self.abs('fifo.pt')).st_mode))
+        self.assertEqual(os.readlink(self.abs('dangling.pt')), 'nowhere.pt')
+
+    def test_a_symbolic_link_is_written_through(self):
+        """As torch.save and cp write through a link: the file it leads to is replaced and the link
+        kept (a Hugging Face snapshot links each file to a blob)."""
+        os.makedirs(self.abs('blobs'))
+        os.makedirs(self.abs('snapshot'))
+        shutil.copy(self.input, self.abs('blobs/abc'))
+        os.symlink('../blobs/abc', self.abs('snapshot/model.pt'))
+        os.symlink('../blobs/out', self.abs('snapshot/out.pt'))
+        cs.write(self.abs('blobs/out'), b'old\n')
+        for args in (['add-prefix', '--prefix', 'module.', '--in-place', 'snapshot/model.pt'],
+                     ['add-prefix', '--prefix', 'module.', 'in.pt', '-o', 'snapshot/out.pt', '--force']):
+            with self.subTest(args=args):
+                proc = cs.run(args, cwd=self.cwd)
+                self.assertEqual(proc.returncode, 0, cs.describe(proc))
+        for link, blob in (('snapshot/model.pt', 'abc'), ('snapshot/out.pt', 'out')):
+            self.assertEqual(os.readlink(self.abs(link)), '../blobs/' + blob)
+            keys = list(torch.load(self.abs('blobs/' + blob)))  # the judge reads the file the link leads to
+            self.assertTrue(keys and all(k.startswith('module.') for k in keys), keys)
+        self.assertEqual(sorted(os.listdir(self.abs('blobs'))), ['abc', 'out'], 'a temporary file was left')
+        self.assert_untouched(self.input, self.input_state)
 
     def test_failed_convert_with_force_keeps_existing_output(self):
         """A failing input must not clobber (or delete) an existing output, even with --force."""

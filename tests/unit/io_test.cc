@@ -7,6 +7,7 @@
 #include <linux/fs.h>
 #include <sys/ioctl.h>
 #include <sys/mman.h>
+#include <sys/stat.h>
 #include <unistd.h>
 
 #include <algorithm>
@@ -137,6 +138,61 @@ TEST_F(AtomicFileTest, ReplacingKeepsTheTargetsPermissions) {
   out.commit(false);
   EXPECT_EQ(fs::status(dir_ / "out.pt").permissions() & fs::perms::all,
             fs::perms::owner_read | fs::perms::owner_write | fs::perms::group_read);
+}
+
+TEST_F(AtomicFileTest, ATargetThatIsASymbolicLinkIsWrittenThrough) {
+  // As torch.save and cp do: the file the link leads to gets the new bytes
+  // (with its permissions) and the link stays, in another directory too.
+  fs::create_directory(dir_ / "blobs");
+  fs::create_directory(dir_ / "snapshot");
+  std::ofstream(dir_ / "blobs" / "file") << "old";
+  fs::permissions(dir_ / "blobs" / "file", fs::perms::owner_read | fs::perms::owner_write);
+  fs::create_symlink("../blobs/file", dir_ / "snapshot" / "model.pt");
+  // It exists (the file it leads to does): not replaced without overwrite.
+  test::expect_error([&] { AtomicFile out(dir_ / "snapshot" / "model.pt", false); }, ErrorKind::kExists,
+                     "output exists");
+  AtomicFile out(dir_ / "snapshot" / "model.pt", true);
+  EXPECT_EQ(out.temp_path().parent_path(), fs::canonical(dir_ / "blobs"));  // the rename stays in one directory
+  out.sink().write(as_bytes("new"));
+  out.commit(true);
+  EXPECT_TRUE(fs::is_symlink(dir_ / "snapshot" / "model.pt"));
+  EXPECT_EQ(fs::read_symlink(dir_ / "snapshot" / "model.pt"), "../blobs/file");
+  EXPECT_EQ(test::read_file((dir_ / "blobs" / "file").string()), "new");
+  EXPECT_EQ(fs::status(dir_ / "blobs" / "file").permissions() & fs::perms::all,
+            fs::perms::owner_read | fs::perms::owner_write);
+  EXPECT_EQ(listing(), (std::vector<std::string>{"blobs", "snapshot"}));
+  EXPECT_EQ(fs::directory_iterator(dir_ / "blobs")->path().filename(), "file");  // no temporary left
+}
+
+TEST_F(AtomicFileTest, OnlyARegularFileIsEverReplaced) {
+  // Renaming over anything else would replace the node itself (as root, an
+  // output of /dev/null would become a checkpoint) or fail at the very end:
+  // each is refused before a temporary file exists, whether or not
+  // overwriting is allowed.
+  fs::create_directory(dir_ / "dir");
+  ASSERT_EQ(::mkfifo((dir_ / "fifo").c_str(), 0644), 0);
+  fs::create_symlink("nowhere.pt", dir_ / "dangling.pt");
+  fs::create_symlink("loop2", dir_ / "loop1");
+  fs::create_symlink("loop1", dir_ / "loop2");
+  fs::create_symlink("fifo", dir_ / "to-fifo");
+  const std::vector<std::string> before = listing();
+  const std::vector<std::pair<fs::path, std::string>> refused = {
+      {dir_ / "dir", "is a directory: an output must be a regular file"},
+      {dir_ / "fifo", "is a FIFO: an output must be a regular file"},
+      {dir_ / "to-fifo", "is a FIFO: an output must be a regular file"},
+      {"/dev/null", "is a character device: an output must be a regular file"},  // never committed here
+      {dir_ / "dangling.pt", "is a symbolic link that leads to no file (No such file or directory)"},
+      {dir_ / "loop1", "is a symbolic link that leads to no file (Too many levels of symbolic links)"},
+  };
+  for (const auto& [target, message] : refused) {
+    for (const bool overwrite : {false, true}) {
+      SCOPED_TRACE(target.string() + (overwrite ? " (overwrite)" : ""));
+      test::expect_error([&] { AtomicFile out(target, overwrite); }, ErrorKind::kInvalidArgument, message);
+    }
+  }
+  EXPECT_EQ(listing(), before);
+  EXPECT_TRUE(fs::is_fifo(dir_ / "fifo"));
+  EXPECT_TRUE(fs::is_character_file("/dev/null"));
 }
 
 // Copies at any input and output offsets (spliced through a pipe here, or
