@@ -48,7 +48,7 @@ std::string what_kind_of_file(mode_t mode) {
 // The file a write replaces: the target, or the file it leads to where the
 // target is a symbolic link (torch.save and cp write through a link;
 // renaming over the link would leave the file it names unchanged). Anything
-// but a regular file already there is refused before any work is done:
+// but a regular file already there is refused before anything is written:
 // renaming over a device, FIFO or socket replaces the node itself (as root,
 // an output of /dev/null would replace /dev/null with a checkpoint), and
 // over a directory it fails only once everything is written.
