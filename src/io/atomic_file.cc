@@ -242,13 +242,23 @@ AtomicFile::AtomicFile(std::filesystem::path target, bool overwrite)
   // keep concurrent writers in one process apart).
   static std::atomic<unsigned> counter{0};
   temp_ = dir / (temp_prefix(destination_) + std::to_string(::getpid()) + "-" + std::to_string(counter++) + kTempSuffix);
-  // Keep the target's permissions when replacing it (e.g. --in-place).
-  mode_t mode = 0666;
+  // The rename puts the new file's owner and permissions in place of the
+  // target's: keep the target's (--in-place, --force), or `sudo ckptfix
+  // ... --in-place` would hand a user's checkpoint to root.
   struct stat st {};
-  if (::stat(destination_.c_str(), &st) == 0) mode = st.st_mode & 07777;
-  const int fd = ::open(temp_.c_str(), O_WRONLY | O_CREAT | O_EXCL | O_CLOEXEC, mode);
+  const bool replacing = ::stat(destination_.c_str(), &st) == 0;
+  const int fd = ::open(temp_.c_str(), O_WRONLY | O_CREAT | O_EXCL | O_CLOEXEC, replacing ? st.st_mode & 07777 : 0666);
   if (fd < 0) throw io_error("cannot create a temporary file beside the output", temp_);
-  if (mode != 0666) ::fchmod(fd, mode);
+  if (replacing) {
+    // Owner and group where allowed (root), else the group alone (a member
+    // of it), else the writer's, as for any new file (as sed -i does).
+    if (::fchown(fd, st.st_uid, st.st_gid) != 0) {
+      [[maybe_unused]] const int group_only = ::fchown(fd, static_cast<uid_t>(-1), st.st_gid);
+    }
+    // After fchown, which may clear set-ID bits; and past the umask, which
+    // open() applied.
+    ::fchmod(fd, st.st_mode & 07777);
+  }
   // Write errors name the output asked for: the temporary file is ours,
   // and gone once the error is reported.
   sink_ = std::make_unique<FileSink>(fd, target_.string());

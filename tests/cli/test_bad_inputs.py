@@ -31,6 +31,7 @@ import shutil
 import stat
 import struct
 import sys
+import unittest
 import zipfile
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
@@ -554,6 +555,17 @@ class UsageTest(BadInputTest):
             self.assertTrue(keys and all(k.startswith('module.') for k in keys), keys)
         self.assertEqual(sorted(os.listdir(self.abs('blobs'))), ['abc', 'out'], 'a temporary file was left')
         self.assert_untouched(self.input, self.input_state)
+
+    @unittest.skipUnless(os.geteuid() == 0, 'only root can make a file another user\'s')
+    def test_in_place_keeps_the_files_owner_and_permissions(self):
+        """`sudo ckptfix ... --in-place` on a user's checkpoint leaves it the user's, with its mode."""
+        os.chown(self.input, 12345, 23456)
+        os.chmod(self.input, 0o664)
+        proc = cs.run(['add-prefix', '--prefix', 'module.', '--in-place', 'in.pt'], cwd=self.cwd)
+        self.assertEqual(proc.returncode, 0, cs.describe(proc))
+        st = os.stat(self.input)
+        self.assertEqual((st.st_uid, st.st_gid, stat.S_IMODE(st.st_mode)), (12345, 23456, 0o664))
+        self.assertTrue(all(k.startswith('module.') for k in torch.load(self.input)))
 
     def test_failed_convert_with_force_keeps_existing_output(self):
         """A failing input must not clobber (or delete) an existing output, even with --force."""

@@ -195,6 +195,39 @@ TEST_F(AtomicFileTest, OnlyARegularFileIsEverReplaced) {
   EXPECT_TRUE(fs::is_character_file("/dev/null"));
 }
 
+TEST_F(AtomicFileTest, ReplacingKeepsPermissionsTheUmaskWouldClear) {
+  const fs::path target = dir_ / "out.pt";
+  std::ofstream(target) << "old";
+  ASSERT_EQ(::chmod(target.c_str(), 0666), 0);
+  const mode_t umask_was = ::umask(022);
+  {
+    AtomicFile out(target, true);
+    out.commit(false);
+  }
+  ::umask(umask_was);
+  EXPECT_EQ(fs::status(target).permissions() & fs::perms::all,
+            fs::perms::owner_read | fs::perms::owner_write | fs::perms::group_read | fs::perms::group_write |
+                fs::perms::others_read | fs::perms::others_write);
+}
+
+TEST_F(AtomicFileTest, ReplacingKeepsTheTargetsOwner) {
+  // A user's checkpoint that `sudo ckptfix --in-place` rewrites stays the user's.
+  if (::geteuid() != 0) GTEST_SKIP() << "not root: only root can make a file another user's to test this";
+  const fs::path target = dir_ / "out.pt";
+  std::ofstream(target) << "old";
+  ASSERT_EQ(::chown(target.c_str(), 12345, 23456), 0);
+  {
+    AtomicFile out(target, true);
+    out.sink().write(as_bytes("new"));
+    out.commit(false);
+  }
+  struct stat after {};
+  ASSERT_EQ(::stat(target.c_str(), &after), 0);
+  EXPECT_EQ(test::read_file(target.string()), "new");
+  EXPECT_EQ(after.st_uid, 12345u);
+  EXPECT_EQ(after.st_gid, 23456u);
+}
+
 // Copies at any input and output offsets (spliced through a pipe here, or
 // through the buffer where the pipe cannot be had) must give the input's
 // bytes exactly, across pipe- and buffer-sized pieces.
