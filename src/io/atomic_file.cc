@@ -248,7 +248,12 @@ AtomicFile::AtomicFile(std::filesystem::path target, bool overwrite)
   struct stat st {};
   const bool replacing = ::stat(destination_.c_str(), &st) == 0;
   const int fd = ::open(temp_.c_str(), O_WRONLY | O_CREAT | O_EXCL | O_CLOEXEC, replacing ? st.st_mode & 07777 : 0666);
-  if (fd < 0) throw io_error("cannot create a temporary file beside the output", temp_);
+  if (fd < 0) {
+    // Named by the output asked for: the temporary file's name means nothing to the user.
+    throw io_error("cannot create a file in " + (dir.empty() ? std::string("the current directory") : "'" + dir.string() + "'") +
+                       " (an output is written to a new file in its directory, then renamed into place)",
+                   target_);
+  }
   if (replacing) {
     // Owner and group where allowed (root), else the group alone (a member
     // of it), else the writer's, as for any new file (as sed -i does).

@@ -195,6 +195,15 @@ TEST_F(AtomicFileTest, OnlyARegularFileIsEverReplaced) {
   EXPECT_TRUE(fs::is_character_file("/dev/null"));
 }
 
+TEST_F(AtomicFileTest, ADirectoryThatTakesNoFileIsNamedWithTheOutput) {
+  // The error names the output asked for and its directory, not the temporary file's name.
+  const fs::path target = dir_ / "missing" / "out.pt";
+  test::expect_error([&] { AtomicFile out(target, false); }, ErrorKind::kIo,
+                     "'" + target.string() + "': cannot create a file in '" + (dir_ / "missing").string() +
+                         "' (an output is written to a new file in its directory, then renamed into place): "
+                         "No such file or directory");
+}
+
 TEST_F(AtomicFileTest, ReplacingKeepsPermissionsTheUmaskWouldClear) {
   const fs::path target = dir_ / "out.pt";
   std::ofstream(target) << "old";
