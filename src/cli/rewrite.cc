@@ -15,6 +15,7 @@
 #include "ckptfix/safetensors.h"
 #include "ckptfix/save.h"
 #include "ckptfix/verify.h"
+#include "cli/output_directories.h"
 #include "cli/report.h"
 #ifdef CKPTFIX_FAULT_INJECTION
 // The test-only build reaches below the public API for its seams.
@@ -408,6 +409,7 @@ int run_rewrite(const std::string& command, const RewriteArgs& args, const PassO
     return exit_code_for(e);
   }
 
+  OutputDirectories directories;
   const BatchResult result = run_batch(inputs, args.batch, [&](const Input& input, Progress& progress) {
     const std::filesystem::path output = output_for(args, input);
     Outcome o;
@@ -470,7 +472,7 @@ int run_rewrite(const std::string& command, const RewriteArgs& args, const PassO
           if (phase != last) progress.phase(last = std::string(phase), total);
           progress.update(done);
         };
-        if (!output.parent_path().empty()) std::filesystem::create_directories(output.parent_path());
+        if (!output.parent_path().empty()) directories.create(output.parent_path());
         // What was written, for the two report lines and the JSON.
         std::vector<std::string> lines;
         std::string written = output.string();  // the file the verification line names (a set: its index)
@@ -542,6 +544,7 @@ int run_rewrite(const std::string& command, const RewriteArgs& args, const PassO
     }
     return o;
   });
+  directories.remove_empty();
   return finish_batch(command, args.batch, result);
 }
 

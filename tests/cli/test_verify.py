@@ -300,6 +300,34 @@ class VerifiedWrites(unittest.TestCase):
                 self.assertIn("nothing was written", proc.stderr)
                 self.assert_nothing_new()
 
+    def test_a_failed_write_leaves_no_directory_it_made(self):
+        # -o and --out-dir make the output's missing directories; a run removes those it made
+        # that a failure left empty, and no other: not one that was there before, not one that
+        # holds another input's output.
+        kept = os.path.join(self.tmp, "kept")
+        os.makedirs(kept)
+        for args in (["-o", os.path.join(self.tmp, "new", "deeper", "out.pt")],
+                     ["-o", os.path.join(kept, "new", "out.pt")],
+                     ["--out-dir", os.path.join(self.tmp, "new")]):
+            with self.subTest(args=args):
+                proc = self.run_with_fault("write-fails-after:100", "strip-prefix", self.src, *args)
+                self.assertEqual(proc.returncode, 1, proc.stderr)
+                self.assertIn("injected fault", proc.stderr)
+                self.assert_nothing_new(("in.pt", "kept"))
+                self.assertEqual(os.listdir(kept), [])
+        # Many inputs in parallel, one failing part-way (its output is larger than the fault
+        # allows) and one not: only the directory of the failed one goes.
+        tree = os.path.join(self.tmp, "tree")
+        for name, fixture in (("a/small.pt", "plain_state_dict.pt"), ("b/c/large.pt", "many_records.pt")):
+            os.makedirs(os.path.dirname(os.path.join(tree, name)), exist_ok=True)
+            shutil.copy(support.fixture(fixture), os.path.join(tree, name))
+        out = os.path.join(kept, "out")
+        proc = self.run_with_fault("write-fails-after:20000", "strip-prefix", "-r", tree, "--out-dir", out, "-j", "2")
+        self.assertEqual(proc.returncode, 1, proc.stderr)
+        self.assertIn("large.pt", proc.stderr)
+        found = sorted(os.path.relpath(os.path.join(d, n), out) for d, dirs, files in os.walk(out) for n in dirs + files)
+        self.assertEqual(found, ["a", "a/small.pt"])
+
     def test_an_input_that_shrinks_while_it_is_read_is_an_error_not_a_crash(self):
         # Another program truncating the input meanwhile (a training run's
         # torch.save truncates its file first): mapped bytes would raise SIGBUS.
