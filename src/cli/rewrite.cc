@@ -74,6 +74,11 @@ void validate_outputs(const RewriteArgs& args, const std::vector<Input>& inputs)
   if (!args.output.empty() && (inputs.size() != 1 || args.batch.inputs.size() != 1)) {
     throw usage("-o takes one input file; use --out-dir DIR for " + std::to_string(inputs.size()) + " inputs");
   }
+  // "out/", ".", "..": a directory, which would be created and then refused as an output.
+  const std::filesystem::path named(args.output);
+  if (!args.output.empty() && (!named.has_filename() || named.filename() == "." || named.filename() == "..")) {
+    throw usage("-o '" + args.output + "' names a directory; -o takes a file name (--out-dir DIR writes into a directory)");
+  }
   std::map<std::string, std::string> seen;  // output -> input
   for (const Input& input : inputs) {
     if (!input.error.empty()) continue;

@@ -534,6 +534,10 @@ class UsageTest(BadInputTest):
                         self.usage(args + force, pattern)
         self.assertTrue(stat.S_ISFIFO(os.lstat(self.abs('fifo.pt')).st_mode))
         self.assertEqual(os.readlink(self.abs('dangling.pt')), 'nowhere.pt')
+        # A name that can only be a directory: refused before one is created for it.
+        for output in ('new_dir/', 'dir.pt/', '.', '..', 'new_dir/..'):
+            with self.subTest(output=output):
+                self.usage(['convert', 'in.pt', '-o', output], r'names a directory; -o takes a file name')
 
     def test_a_symbolic_link_is_written_through(self):
         """As torch.save and cp write through a link: the file it leads to is replaced and the link
