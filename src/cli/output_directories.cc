@@ -13,7 +13,6 @@ void OutputDirectories::create(const std::filesystem::path& dir) {
   for (std::filesystem::path p = dir.has_filename() ? dir : dir.parent_path();
        !p.empty() && !std::filesystem::exists(p); p = p.parent_path()) {
     missing.push_back(p);
-    if (p == p.parent_path()) break;
   }
   for (auto it = missing.rbegin(); it != missing.rend(); ++it) {
     // false: another job made it first, and that job remembers it.

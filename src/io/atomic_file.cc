@@ -52,10 +52,15 @@ std::string what_kind_of_file(mode_t mode) {
 // renaming over a device, FIFO or socket replaces the node itself (as root,
 // an output of /dev/null would replace /dev/null with a checkpoint), and
 // over a directory it fails only once everything is written.
-std::filesystem::path destination_of(const std::filesystem::path& target) {
+struct Destination {
+  std::filesystem::path path;
+  std::optional<struct stat> existing;  // the file there now, if any
+};
+
+Destination destination_of(const std::filesystem::path& target) {
   struct stat st {};
   // Not there (or not reachable): creating the temporary file beside it says why.
-  if (::lstat(target.c_str(), &st) != 0) return target;
+  if (::lstat(target.c_str(), &st) != 0) return {target, std::nullopt};
   std::filesystem::path destination = target;
   if (S_ISLNK(st.st_mode)) {
     std::error_code ec;
@@ -72,7 +77,7 @@ std::filesystem::path destination_of(const std::filesystem::path& target) {
                 "is " + what_kind_of_file(st.st_mode) + ": an output must be a regular file, and nothing else is ever replaced")
         .in_file(target.string());
   }
-  return destination;
+  return {destination, st};
 }
 
 bool process_alive(long pid) {
@@ -229,11 +234,13 @@ void FileSink::flush() {
 }
 
 AtomicFile::AtomicFile(std::filesystem::path target, bool overwrite)
-    : target_(std::move(target)), destination_(destination_of(target_)), overwrite_(overwrite) {
-  std::error_code ec;
-  if (!overwrite_ && std::filesystem::exists(target_, ec)) {
+    : target_(std::move(target)), overwrite_(overwrite) {
+  const Destination destination = destination_of(target_);
+  destination_ = destination.path;
+  if (!overwrite_ && destination.existing) {
     throw Error(ErrorKind::kExists, "output exists").in_file(target_.string());
   }
+  std::error_code ec;
   for (const auto& stale : stale_temporaries(destination_)) std::filesystem::remove(stale, ec);
 
   // Beside the file it replaces, so that the rename stays in one file system.
@@ -245,24 +252,23 @@ AtomicFile::AtomicFile(std::filesystem::path target, bool overwrite)
   // The rename puts the new file's owner and permissions in place of the
   // target's: keep the target's (--in-place, --force), or `sudo ckptfix
   // ... --in-place` would hand a user's checkpoint to root.
-  struct stat st {};
-  const bool replacing = ::stat(destination_.c_str(), &st) == 0;
-  const int fd = ::open(temp_.c_str(), O_WRONLY | O_CREAT | O_EXCL | O_CLOEXEC, replacing ? st.st_mode & 07777 : 0666);
+  const std::optional<struct stat>& replaced = destination.existing;
+  const int fd = ::open(temp_.c_str(), O_WRONLY | O_CREAT | O_EXCL | O_CLOEXEC, replaced ? replaced->st_mode & 07777 : 0666);
   if (fd < 0) {
     // Named by the output asked for: the temporary file's name means nothing to the user.
     throw io_error("cannot create a file in " + (dir.empty() ? std::string("the current directory") : "'" + dir.string() + "'") +
                        " (an output is written to a new file in its directory, then renamed into place)",
                    target_);
   }
-  if (replacing) {
+  if (replaced) {
     // Owner and group where allowed (root), else the group alone (a member
     // of it), else the writer's, as for any new file (as sed -i does).
-    if (::fchown(fd, st.st_uid, st.st_gid) != 0) {
-      [[maybe_unused]] const int group_only = ::fchown(fd, static_cast<uid_t>(-1), st.st_gid);
+    if (::fchown(fd, replaced->st_uid, replaced->st_gid) != 0) {
+      [[maybe_unused]] const int group_only = ::fchown(fd, static_cast<uid_t>(-1), replaced->st_gid);
     }
     // After fchown, which may clear set-ID bits; and past the umask, which
     // open() applied.
-    ::fchmod(fd, st.st_mode & 07777);
+    ::fchmod(fd, replaced->st_mode & 07777);
   }
   // Write errors name the output asked for: the temporary file is ours,
   // and gone once the error is reported.
