@@ -45,6 +45,12 @@ std::string what_kind_of_file(mode_t mode) {
   return "not a regular file";
 }
 
+// Where a write goes, and what is there now.
+struct Destination {
+  std::filesystem::path path;
+  std::optional<struct stat> existing;  // the file there now, if any
+};
+
 // The file a write replaces: the target, or the file it leads to where the
 // target is a symbolic link (torch.save and cp write through a link;
 // renaming over the link would leave the file it names unchanged). Anything
@@ -52,11 +58,6 @@ std::string what_kind_of_file(mode_t mode) {
 // renaming over a device, FIFO or socket replaces the node itself (as root,
 // an output of /dev/null would replace /dev/null with a checkpoint), and
 // over a directory it fails only once everything is written.
-struct Destination {
-  std::filesystem::path path;
-  std::optional<struct stat> existing;  // the file there now, if any
-};
-
 Destination destination_of(const std::filesystem::path& target) {
   struct stat st {};
   // Not there (or not reachable): creating the temporary file beside it says why.
