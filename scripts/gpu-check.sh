@@ -10,23 +10,57 @@
 # folder that travels with the checkout); this script copies them into /usr.
 # LibTorch comes from the torch wheel, the CUDA Toolkit from /usr/local/cuda,
 # and the only judge is the machine's python3 (CKPTFIX_JUDGES=local).
-set -eu
+#
+# Time on that machine is short and a run may be cut off, so the steps go
+# in order of what they tell: the build, the tests that use the GPU, the
+# loader bench, then the rest of the suite. Each step's output goes to
+# LOG_DIR/STEP.log and one line per step to LOG_DIR/summary.txt
+# (LOG_DIR: $CKPTFIX_GPU_LOG, else $OUT where the device tool sets it, else
+# BUILD_DIR/gpu-check). Exit status: 1 if any step failed.
+set -u
 cd "$(dirname "$0")/.."
 BUILD="${1:-/tmp/ckptfix-gpu}"
+LOG="${CKPTFIX_GPU_LOG:-${OUT:-$BUILD/gpu-check}}"
+mkdir -p "$LOG"
+failed=0
+
+# step NAME COMMAND...: runs COMMAND, its output to LOG/NAME.log and the
+# terminal, and says how it ended in LOG/summary.txt.
+step() {
+  name=$1
+  shift
+  began=$(date +%s)
+  echo "== $name: $*"
+  { "$@" 2>&1; echo "rc=$?" >"$LOG/$name.rc"; } | tee "$LOG/$name.log"
+  rc=$(sed 's/rc=//' "$LOG/$name.rc")
+  rm -f "$LOG/$name.rc"
+  echo "$name: exit $rc after $(($(date +%s) - began)) s" | tee -a "$LOG/summary.txt"
+  [ "$rc" = 0 ] || failed=1
+  return "$rc"
+}
+
 if [ -d .gpu/deps/usr ]; then
   cp -rn .gpu/deps/usr/* /usr/ && ldconfig
 fi
 export PKG_CONFIG_PATH="${PKG_CONFIG_PATH:-/usr/lib/x86_64-linux-gnu/pkgconfig}"
 PYTHON="$(command -v python3)"
 TORCH_PREFIX="$("$PYTHON" -c 'import torch; print(torch.utils.cmake_prefix_path)')"
-echo "gpu-check: judge $PYTHON, torch $("$PYTHON" -c 'import torch; print(torch.__version__, torch.cuda.is_available())')"
-cmake -S . -B "$BUILD" -G Ninja -DCMAKE_BUILD_TYPE=Release -DCMAKE_PREFIX_PATH="$TORCH_PREFIX" \
-  -DCKPTFIX_JUDGES=local -DCKPTFIX_PYTHON="$PYTHON" -DCKPTFIX_BUILD_BENCH=ON
-cmake --build "$BUILD" -j "$(nproc)"
-CKPTFIX_REQUIRE_JUDGES=1 ctest --test-dir "$BUILD" -j "$(nproc)" --output-on-failure
+step machine sh -c "nproc; free -g | head -2; nvidia-smi --query-gpu=name,driver_version,memory.total --format=csv; \
+\"$PYTHON\" -c 'import torch, sys; print(sys.version.split()[0], torch.__version__, torch.cuda.is_available())'"
+step build sh -c "cmake -S . -B \"$BUILD\" -G Ninja -DCMAKE_BUILD_TYPE=Release -DCMAKE_PREFIX_PATH=\"$TORCH_PREFIX\" \
+  -DCKPTFIX_JUDGES=local -DCKPTFIX_PYTHON=\"$PYTHON\" -DCKPTFIX_BUILD_BENCH=ON && cmake --build \"$BUILD\" -j $(nproc)" \
+  || exit 1
+
+# The tests that use the GPU (they skip with a message where none is usable).
+GPU_TESTS='Cuda|Gpu|cli_verify|python_api|LoadStateDict|LoadInto'
+export CKPTFIX_REQUIRE_JUDGES=1
+step gpu-tests ctest --test-dir "$BUILD" -j "$(nproc)" --output-on-failure -R "$GPU_TESTS"
 
 # The loaders onto the GPU, Python's (ckptfix.load, docs/python.md) and C++'s
 # (ckptfix::torch::load_state_dict, issue 36: target >= 14 GB/s), against
 # torch.load(mmap=True) and safetensors: 4 GiB, page cache warm.
-"$PYTHON" bench/python_load.py --ckptfix "$BUILD/ckptfix" --libtorch-load "$BUILD/bench/ckptfix_libtorch_load" \
-  --device cuda --size-mib 4096 --rounds 3
+step load-bench "$PYTHON" bench/python_load.py --ckptfix "$BUILD/ckptfix" \
+  --libtorch-load "$BUILD/bench/ckptfix_libtorch_load" --device cuda --size-mib 4096 --rounds 3
+
+step other-tests ctest --test-dir "$BUILD" -j "$(nproc)" --output-on-failure -E "$GPU_TESTS"
+exit "$failed"
