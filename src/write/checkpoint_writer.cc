@@ -32,7 +32,9 @@ PickledObject pickle_checkpoint(const Checkpoint& checkpoint, bool libtorch_pick
   std::vector<int64_t> output_key(storages.size(), -1);
   // Values built for persistent ids live here, apart from the input graph.
   // Reusing one Value per distinct string or class lets the pickler refer
-  // back to it (BINGET), as CPython does for torch's interned strings.
+  // back to it (BINGET), as CPython does for the objects torch passes it
+  // again: a storage class, a storage's key, a location tag that is a
+  // constant ("cpu", "mps", "meta").
   ValueGraph scratch;
   Value* storage_tag = scratch.make_str("storage");
   std::unordered_map<std::string, Value*> classes, locations;
@@ -41,6 +43,16 @@ PickledObject pickle_checkpoint(const Checkpoint& checkpoint, bool libtorch_pick
     auto it = cache.find(text);
     if (it == cache.end()) it = cache.emplace(text, make()).first;
     return it->second;
+  };
+
+  // torch's location_tag builds "cuda:0" (any "backend:index") anew for
+  // every storage, so CPython's pickler, which memoizes by identity, writes
+  // it out each time; a GPU-saved file holds one BINUNICODE 'cuda:0' per
+  // storage (seen in torch 2.11's saves on an H100). LibTorch's pickler
+  // memoizes strings by value, every location included.
+  auto location_value = [&](const std::string& location) {
+    if (!libtorch_pickle && location.find(':') != std::string::npos) return scratch.make_str(location);
+    return cached(locations, location, [&] { return scratch.make_str(location); });
   };
 
   PickleWriterOptions options;
@@ -85,7 +97,7 @@ PickledObject pickle_checkpoint(const Checkpoint& checkpoint, bool libtorch_pick
     const std::string& cls = *class_name;
     Value* pid = scratch.make_tuple(
         {storage_tag, cached(classes, cls, [&] { return scratch.make_global(class_module, cls); }), keys[index],
-         cached(locations, s.location, [&] { return scratch.make_str(s.location); }),
+         location_value(s.location),
          scratch.make_int(static_cast<int64_t>(numel))});
     save(pid);
   };

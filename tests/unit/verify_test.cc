@@ -40,6 +40,22 @@ TEST_F(VerifyTest, AWriteVerifiesAgainstWhatWasIntended) {
   EXPECT_EQ(result.verification->gpu.status, GpuReport::Status::kOff);
 }
 
+// A save with nothing to change writes the file torch wrote, byte for byte,
+// whatever the storages' devices. torch's location_tag makes "cuda:1" anew
+// for every storage, so its pickle spells the string out each time, where a
+// constant tag ("cpu", "mps") is referred back to; the files are torch 2.6's
+// and 2.14's saves of storages tagged cpu, cuda:1 (twice) and mps.
+TEST_F(VerifyTest, ASaveOfTorchsFileIsTorchsBytesWhateverTheDevices) {
+  for (const char* name : {"torch2.6/mixed_devices.pt", "torch2.14/mixed_devices.pt", "torch2.14/training.pt"}) {
+    const Checkpoint ck = Checkpoint::open(test::fixture_path(name));
+    SaveOptions options;
+    options.verify_options.gpu = GpuMode::kOff;
+    save(ck, dir_ / "out.pt", options);
+    EXPECT_TRUE(test::read_file((dir_ / "out.pt").string()) == test::read_file(test::fixture_path(name))) << name;
+    fs::remove(dir_ / "out.pt");
+  }
+}
+
 TEST_F(VerifyTest, AGraphThatDiffersFromTheFileIsReported) {
   Checkpoint ck = Checkpoint::open(test::fixture_path("plain_state_dict.pt"));
   SaveOptions no_verify;
