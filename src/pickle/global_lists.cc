@@ -99,11 +99,12 @@ constexpr AllowlistAddition kAllowlistAdditions[] = {
     // class and traceback's summaries at import (with PR #189353, "[c10d] Add
     // weights_only parameter to object collectives", 2026-07-09; 2.14).
     {"traceback.FrameSummary", {2, 14}}, {"traceback.StackSummary", {2, 14}},
-    // torch/distributed/device_mesh.py's layouts: in main by late 2025 (so
-    // 2.10 or later); the first release is not established, so ckptfix
-    // assumes the one it has seen them in: 2.14.
+    // torch/distributed/device_mesh.py's layouts. _MeshLayout was in main by
+    // late 2025 and pip's torch 2.11.0 allows it (seen on the GPU machine);
+    // whether 2.10 did is not established, so ckptfix says 2.11. 2.11 lacks
+    // _FlatLayout (seen), which 2.14 has.
     {"torch.distributed._mesh_layout._FlatLayout", {2, 14}},
-    {"torch.distributed._mesh_layout._MeshLayout", {2, 14}},
+    {"torch.distributed._mesh_layout._MeshLayout", {2, 11}},
 };
 // Besides: every builtins entry but bytearray, complex and set (2.6's) is an
 // exception class, 2.14's (see above).
