@@ -267,10 +267,11 @@ class VerifiedWrites(unittest.TestCase):
         reason = gpu_skip_reason()
         if reason:
             self.skipTest("GPU test skipped: " + reason)
-        for target in ("out.pt", "out.safetensors"):
+        for target, extract in (("out.pt", []), ("out.safetensors", ["--extract", "state_dict"])):
             with self.subTest(target=target):
                 out = os.path.join(self.tmp, target)
-                proc = self.run_with_fault("corrupt-on-device", "convert", "--gpu", "require", self.src, "-o", out)
+                proc = self.run_with_fault("corrupt-on-device", "convert", "--gpu", "require", self.src, *extract,
+                                           "-o", out)
                 self.assertEqual(proc.returncode, 1, proc.stderr)
                 self.assertRegex(proc.stderr, r"differ from the bytes read on the CPU \(device checksum")
                 self.assert_nothing_new()

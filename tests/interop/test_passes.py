@@ -242,7 +242,9 @@ class AddPrefix(PassTest):
         plain, locations = self.load("plain_state_dict.pt")
         model = TinyCNN()
         model.load_state_dict(plain)
-        expected = nn.DataParallel(model).state_dict()
+        # DataParallel moves the model onto the first GPU where one is visible;
+        # .cpu() keeps the comparison on the device the file names.
+        expected = nn.DataParallel(model).cpu().state_dict()
         # state_dict() returns the model's own tensors; compare values, keys, order and _metadata.
         actual = self.judge(expected, None, out, check_aliasing=False)
         nn.DataParallel(TinyCNN()).load_state_dict(actual, strict=True)
