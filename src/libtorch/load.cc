@@ -19,6 +19,7 @@
 #include "ckptfix/torch.h"
 #include "libtorch/device_staging.h"
 #include "libtorch/libtorch_errors.h"
+#include "libtorch/read_threads.h"
 #include "libtorch/scalar_types.h"
 
 namespace ckptfix::torch {
@@ -111,11 +112,13 @@ class Loader {
     });
   }
 
-  // Bytes [offset, offset + out.size()) of a stored storage, in pieces of at
-  // least 4 MiB on ATen's threads. A big-endian storage is read in whole
-  // elements (they are swapped), so a range that cuts one (a tiny buffer)
-  // goes through the whole elements around it.
-  void read_parallel(size_t index, uint64_t offset, std::span<std::byte> out) const {
+  // Bytes [offset, offset + out.size()) of a stored storage, in pieces of
+  // 1 MiB on as many threads as ATen's (read_threads.h), so that a 16 MiB
+  // storage keeps 16 threads reading: the page cache gives one thread about
+  // 6 GB/s, eight 16 (the GPU machine). A big-endian storage is read in
+  // whole elements (they are swapped), so a range that cuts one (a tiny
+  // buffer) goes through the whole elements around it.
+  void read_parallel(size_t index, uint64_t offset, std::span<std::byte> out) {
     const StorageInfo& s = ck_.storages()[index];
     const uint64_t unit = s.big_endian ? element_size(s.dtype) : 1;
     if (offset % unit != 0 || out.size() % unit != 0) {
@@ -126,13 +129,11 @@ class Loader {
       std::memcpy(out.data(), whole.data() + (offset - first), out.size());
       return;
     }
-    constexpr uint64_t kPiece = uint64_t{4} << 20;  // a multiple of every element size
-    const int64_t pieces = static_cast<int64_t>((out.size() + kPiece - 1) / kPiece);
-    at::parallel_for(0, pieces, 1, [&](int64_t begin, int64_t end) {
-      for (int64_t p = begin; p < end; ++p) {
-        const uint64_t at = static_cast<uint64_t>(p) * kPiece;
-        ck_.read_storage(index, offset + at, out.subspan(at, std::min<uint64_t>(kPiece, out.size() - at)));
-      }
+    constexpr uint64_t kPiece = uint64_t{1} << 20;  // a multiple of every element size
+    if (!read_threads_) read_threads_.emplace(static_cast<size_t>(std::max(1, at::get_num_threads())));
+    read_threads_->run(static_cast<size_t>((out.size() + kPiece - 1) / kPiece), [&](size_t p) {
+      const uint64_t at = static_cast<uint64_t>(p) * kPiece;
+      ck_.read_storage(index, offset + at, out.subspan(at, std::min<uint64_t>(kPiece, out.size() - at)));
     });
   }
 
@@ -147,6 +148,7 @@ class Loader {
   std::unordered_map<int32_t, at::Tensor> bases_;
   size_t zero_copy_ = 0;
   std::optional<DeviceStaging> staging_;  // made when the first storage goes through it
+  std::optional<ReadThreads> read_threads_;  // made with the first staged read
 };
 
 }  // namespace

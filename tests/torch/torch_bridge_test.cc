@@ -14,18 +14,23 @@
 
 #include <unistd.h>
 
+#include <atomic>
+#include <chrono>
 #include <cstdio>
 #include <cstring>
 #include <filesystem>
 #include <fstream>
 #include <map>
+#include <mutex>
 #include <set>
+#include <thread>
 #include <nlohmann/json.hpp>
 #include <sstream>
 
 #include "ckptfix/error.h"
 #include "ckptfix/torch.h"
 #include "libtorch/device_staging.h"
+#include "libtorch/read_threads.h"
 
 namespace {
 
@@ -539,6 +544,72 @@ TEST(DeviceStaging, AReadErrorPartWayEndsTheCopyCleanly) {
   at::Tensor again = at::zeros({10}, at::kByte);
   staging.copy(again, [](uint64_t, std::span<std::byte> out) { std::memset(out.data(), 2, out.size()); });
   EXPECT_EQ(again.sum().item<int64_t>(), 20);
+}
+
+// The threads that read a buffer's share of a storage (read_threads.h).
+TEST(ReadThreads, EveryItemRunsOnceOnSeveralThreads) {
+  ckptfix::torch::ReadThreads threads(4);
+  for (size_t count : {size_t{0}, size_t{1}, size_t{2}, size_t{7}, size_t{1000}}) {
+    std::vector<std::atomic<int>> calls(count);
+    std::mutex mutex;
+    std::set<std::thread::id> ids;
+    threads.run(count, [&](size_t i) {
+      ++calls[i];
+      std::this_thread::sleep_for(std::chrono::microseconds(200));  // long enough for the others to join
+      std::lock_guard<std::mutex> lock(mutex);
+      ids.insert(std::this_thread::get_id());
+    });
+    for (size_t i = 0; i < count; ++i) EXPECT_EQ(calls[i].load(), 1) << "item " << i << " of " << count;
+    if (count >= 7) EXPECT_GT(ids.size(), 1u) << count << " items ran on one thread";
+    EXPECT_LE(ids.size(), 4u);
+  }
+}
+
+TEST(ReadThreads, TheFirstErrorEndsTheTaskAndTheNextTaskRuns) {
+  ckptfix::torch::ReadThreads threads(3);
+  std::atomic<int> started{0};
+  try {
+    threads.run(10000, [&](size_t i) {
+      ++started;
+      if (i == 5) throw Error(ErrorKind::kIo, "item 5 failed");
+      std::this_thread::sleep_for(std::chrono::microseconds(50));
+    });
+    ADD_FAILURE() << "no error";
+  } catch (const Error& e) {
+    EXPECT_STREQ(e.what(), "item 5 failed");
+  }
+  EXPECT_LT(started.load(), 10000) << "items after the error were not skipped";
+  std::atomic<int> calls{0};
+  threads.run(50, [&](size_t) { ++calls; });
+  EXPECT_EQ(calls.load(), 50);
+}
+
+// Storages of several 1 MiB pieces, read on several threads into buffers
+// that cut them anywhere, give the bytes Python saved (what the zero-copy
+// load maps).
+TEST_F(LoadEveryDtype, StoragesOfManyPiecesReadOnSeveralThreads) {
+  std::ofstream(path("make.py")) << "import torch, sys\n"
+                                    "g = torch.Generator().manual_seed(5)\n"
+                                    "torch.save({'big': torch.randn(917507, generator=g),\n"
+                                    "            'odd': torch.randint(0, 256, ((3 << 20) + 3,), dtype=torch.uint8, generator=g),\n"
+                                    "            'small': torch.arange(5.0)}, sys.argv[1])\n";
+  const std::string made = run(kPython + " " + path("make.py") + " " + path("big.pt") + " 2>&1");
+  ASSERT_TRUE(std::filesystem::exists(path("big.pt"))) << made;
+  const int saved_threads = at::get_num_threads();
+  at::set_num_threads(4);
+  const auto expected = ckptfix::torch::load_state_dict(path("big.pt"), {});
+  for (size_t buffer : {size_t{4096}, (size_t{3} << 19) + 1, size_t{64} << 20}) {
+    ckptfix::torch::LoadOptions staged;
+    staged.zero_copy = false;
+    staged.staging_bytes = buffer;
+    const auto got = ckptfix::torch::load_state_dict(path("big.pt"), staged);
+    ASSERT_EQ(got.size(), expected.size());
+    for (size_t i = 0; i < got.size(); ++i) {
+      EXPECT_EQ(got[i].first, expected[i].first);
+      EXPECT_TRUE(got[i].second.equal(expected[i].second)) << got[i].first << " buffer " << buffer;
+    }
+  }
+  at::set_num_threads(saved_threads);
 }
 
 // A load through the staging buffers gives what the zero-copy load gives:
