@@ -33,9 +33,6 @@ class ReadThreads {
   /// started are skipped and the first exception is rethrown here.
   void run(size_t count, const std::function<void(size_t)>& item);
 
-  /// How many threads a task may use, the caller's included.
-  size_t threads() const { return threads_; }
-
  private:
   void work();
   void take_items();  // with mutex_ held on entry and on return

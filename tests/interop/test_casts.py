@@ -14,10 +14,10 @@ docs/cli.md).
 ckptfix follows the torch release it is told (`--torch`, 2.6 to 2.14; the
 releases differ in float8_e4m3fn overflow: NaN before 2.13, ±448 from 2.13
 on) on x86-64 CPUs with AVX2 or AVX512, whose two kernel sets give the same
-bits, as Debian builds it (pip's wheels differ in one case, below). Under a judge of a release ckptfix models, on
-such a CPU, the cast is asked for that very release and every bit must
-match. Judges differ in known ways, which the test states and asserts
-instead:
+bits, as Debian builds torch (pip's wheels differ in one case, below).
+Under a judge of a release ckptfix models, on such a CPU, the cast is asked
+for that very release and every bit must match. Judges differ in known
+ways, which the test states and asserts instead:
   * torch built with FBGEMM (pip's x86 wheels; seen in 2.11.0):
     float16 -> float32 writes a NaN among the last n % 8 elements of a
     tensor as 0x7FFFFFFF (ckptfix keeps sign and payload, as torch does in
