@@ -13,7 +13,7 @@
 #
 # Time on that machine is short and a run may be cut off, so the steps go
 # in order of what they tell: the build, the tests that use the GPU, the
-# loader bench, then the rest of the suite. Each step's output goes to
+# loader bench, the GPU load test's bench, then the rest of the suite. Each step's output goes to
 # LOG_DIR/STEP.log and one line per step to LOG_DIR/summary.txt
 # (LOG_DIR: $CKPTFIX_GPU_LOG, else $OUT where the device tool sets it, else
 # BUILD_DIR/gpu-check). Exit status: 1 if any step failed.
@@ -61,6 +61,12 @@ step gpu-tests ctest --test-dir "$BUILD" -j "$(nproc)" --output-on-failure -R "$
 # torch.load(mmap=True) and safetensors: 4 GiB, page cache warm.
 step load-bench "$PYTHON" bench/python_load.py --ckptfix "$BUILD/ckptfix" \
   --libtorch-load "$BUILD/bench/ckptfix_libtorch_load" --device cuda --size-mib 4096 --rounds 3
+
+# The GPU load test of verified writes (issue 26: the 4 GiB job with the
+# GPU stage <= 1.10x the same job with --gpu off), the same binary both ways.
+step gpu-stage-bench "$PYTHON" bench/bench.py --python "$PYTHON" --ckptfix "$BUILD/ckptfix" --sizes 4 \
+  --jobs strip-prefix --saved-on cuda:0 --peers cp --runs 3 --args="--gpu require" \
+  --baseline "$BUILD/ckptfix" --baseline-args="--gpu off"
 
 step other-tests ctest --test-dir "$BUILD" -j "$(nproc)" --output-on-failure -E "$GPU_TESTS"
 exit "$failed"
