@@ -13,10 +13,11 @@
 #
 # Time on that machine is short and a run may be cut off, so the steps go
 # in order of what they tell: the build, the tests that use the GPU, the
-# loader bench, the GPU load test's bench, then the rest of the suite. Each step's output goes to
-# LOG_DIR/STEP.log and one line per step to LOG_DIR/summary.txt
-# (LOG_DIR: $CKPTFIX_GPU_LOG, else $OUT where the device tool sets it, else
-# BUILD_DIR/gpu-check). Exit status: 1 if any step failed.
+# loader bench, the GPU load test's bench, then the rest of the suite.
+# Each step's output goes to LOG_DIR/STEP.log and one line per step to
+# LOG_DIR/summary.txt (LOG_DIR: $CKPTFIX_GPU_LOG, else $OUT where the
+# device tool sets it, else BUILD_DIR/gpu-check). Exit status: 1 if any
+# step failed.
 set -u
 cd "$(dirname "$0")/.."
 BUILD="${1:-/tmp/ckptfix-gpu}"
