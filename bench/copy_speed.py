@@ -3,7 +3,8 @@
 systems you point it at (ext4, tmpfs, xfs, btrfs: loop files will do).
 
 For each directory, a checkpoint of SIZE GiB in N float32 tensors whose keys
-start with "module." is saved by torch (/usr/bin/python3), and a file of
+start with "module." is saved by torch (the --python interpreter, by default
+the one running this script), and a file of
 half that size is made for the cast's comparison. Then each round runs these
 commands in a shuffled order, each with a fresh output (removed first) and
 `sync` before it, so that no command pays for another's dirty pages, and
@@ -42,8 +43,6 @@ import subprocess
 import sys
 import time
 
-PYTHON = "/usr/bin/python3"
-
 JOBS = {
     "strip-prefix": ["strip-prefix", "{src}", "-o", "{out}"],
     "strip-nv": ["strip-prefix", "--no-verify", "{src}", "-o", "{out}"],
@@ -60,7 +59,7 @@ def is_cast(name):
     return name.split()[-1].startswith("cast")
 
 
-def make(directory, size_gib, tensors):
+def make(python, directory, size_gib, tensors):
     src = os.path.join(directory, "bench-src.pt")
     half = os.path.join(directory, "bench-half.bin")
     script = ("import sys, torch\n"
@@ -68,7 +67,7 @@ def make(directory, size_gib, tensors):
               "g = torch.Generator().manual_seed(0)\n"
               "torch.save({f'module.layer{i}.weight': torch.randn(n, generator=g) for i in range(int(sys.argv[3]))},"
               " sys.argv[1])\n")
-    subprocess.run([PYTHON, "-c", script, src, str(size_gib), str(tensors)], check=True)
+    subprocess.run([python, "-c", script, src, str(size_gib), str(tensors)], check=True)
     with open(half, "wb") as f:
         f.truncate(os.path.getsize(src) // 2)
     with open(half, "r+b") as f:  # real bytes, not a hole
@@ -96,6 +95,7 @@ def main():
     parser.add_argument("--tensors", type=int, default=64)
     parser.add_argument("--rounds", type=int, default=5)
     parser.add_argument("--jobs", default=",".join(JOBS))
+    parser.add_argument("--python", default=sys.executable, help="the interpreter whose torch saves the input")
     args = parser.parse_args()
     binaries = {"": os.path.abspath(args.ckptfix)}
     if args.baseline:
@@ -103,7 +103,7 @@ def main():
     jobs = args.jobs.split(",")
     for directory in args.dirs.split(","):
         fs = subprocess.run(["stat", "-f", "-c", "%T", directory], capture_output=True, text=True).stdout.strip()
-        src, half = make(directory, args.size_gib, args.tensors)
+        src, half = make(args.python, directory, args.size_gib, args.tensors)
         out = os.path.join(directory, "bench-out")
         times, ratios = {}, {}
         references = {"cp": ["cp", src, out], "cp-copy": ["cp", "--reflink=never", src, out],

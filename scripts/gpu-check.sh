@@ -13,7 +13,10 @@
 #
 # Time on that machine is short and a run may be cut off, so the steps go
 # in order of what they tell: the build, the tests that use the GPU, the
-# loader bench, the GPU load test's bench, then the rest of the suite.
+# loader bench, the rewrites against cp on a second machine's file systems,
+# the GPU load test's bench, then the rest of the suite. CKPTFIX_GPU_STEPS
+# (names separated by spaces) runs only those steps after the build, e.g.
+# CKPTFIX_GPU_STEPS="load-bench copy-bench".
 # Each step's output goes to LOG_DIR/STEP.log and one line per step to
 # LOG_DIR/summary.txt (LOG_DIR: $CKPTFIX_GPU_LOG, else $OUT where the
 # device tool sets it, else BUILD_DIR/gpu-check). Exit status: 1 if any
@@ -30,6 +33,10 @@ failed=0
 step() {
   name=$1
   shift
+  case " machine build ${CKPTFIX_GPU_STEPS:-$name} " in
+    *" $name "*) ;;
+    *) echo "$name: skipped (not in CKPTFIX_GPU_STEPS)" | tee -a "$LOG/summary.txt"; return 0 ;;
+  esac
   began=$(date +%s)
   echo "== $name: $*"
   { "$@" 2>&1; echo "rc=$?" >"$LOG/$name.rc"; } | tee "$LOG/$name.log"
@@ -62,6 +69,20 @@ step gpu-tests ctest --test-dir "$BUILD" -j "$(nproc)" --output-on-failure -R "$
 # torch.load(mmap=True) and safetensors: 4 GiB, page cache warm.
 step load-bench "$PYTHON" bench/python_load.py --ckptfix "$BUILD/ckptfix" \
   --libtorch-load "$BUILD/bench/ckptfix_libtorch_load" --device cuda --size-mib 4096 --rounds 3
+
+# The rewrites against cp (issue 36, part 1: <= 1.15x cp verified, <= 1.05x
+# with --no-verify, the cast against cp of its output's size) on this
+# machine's disk and its tmpfs: a second machine, with 16 cores where the
+# development machine has 2. 1 GiB, fresh outputs, sync before each command.
+COPY_DIRS="$BUILD/copy-bench"
+mkdir -p "$COPY_DIRS"
+# /dev/shm only where it has room for the input, the half file and an output
+# (a container's is often 64 MiB).
+if [ "$(df -k --output=avail /dev/shm 2>/dev/null | tail -1)" -gt 4194304 ] 2>/dev/null; then
+  mkdir -p /dev/shm/ckptfix-copy-bench && COPY_DIRS="$COPY_DIRS,/dev/shm/ckptfix-copy-bench"
+fi
+step copy-bench "$PYTHON" bench/copy_speed.py --python "$PYTHON" --ckptfix "$BUILD/ckptfix" --dirs "$COPY_DIRS" \
+  --rounds 3 --jobs strip-prefix,strip-nv,convert,cast,cast-nv
 
 # The GPU load test of verified writes (issue 26: the 4 GiB job with the
 # GPU stage <= 1.10x the same job with --gpu off), the same binary both ways.
