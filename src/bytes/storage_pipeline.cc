@@ -2,13 +2,13 @@
 
 #include <algorithm>
 #include <memory>
-#include <xxhash.h>
 
 #include "bytes/element_transform.h"
 #include "bytes/storage_reader.h"
 #include "ckptfix/error.h"
 #include "io/mapped_window.h"
 #include "bytes/byte_checker.h"
+#include "bytes/xxh3.h"
 #include "zip/crc32.h"
 
 namespace ckptfix {
@@ -28,7 +28,7 @@ constexpr size_t kPiece = size_t{256} << 10;
 // (digest), then the sink.
 class OutputStage {
  public:
-  OutputStage(ByteSink& sink, bool hash) : sink_(sink), hashing_(hash) { XXH3_64bits_reset(hash_.get()); }
+  OutputStage(ByteSink& sink, bool hash) : sink_(sink), hashing_(hash) {}
   void operator()(std::span<const std::byte> bytes) {
     digest(bytes);
     write(bytes);
@@ -37,20 +37,20 @@ class OutputStage {
     for (size_t at = 0; at < bytes.size(); at += kPiece) {
       const auto piece = bytes.subspan(at, std::min(kPiece, bytes.size() - at));
       crc_ = crc32_update(crc_, piece);
-      if (hashing_) XXH3_64bits_update(hash_.get(), piece.data(), piece.size());
+      if (hashing_) hash_.update(piece);
     }
   }
   void write(std::span<const std::byte> bytes) { sink_.write(bytes); }
   uint32_t crc() const { return crc_; }
   std::optional<uint64_t> hash() const {
-    return hashing_ ? std::optional(XXH3_64bits_digest(hash_.get())) : std::nullopt;
+    return hashing_ ? std::optional(hash_.digest()) : std::nullopt;
   }
 
  private:
   ByteSink& sink_;
   bool hashing_;
   uint32_t crc_ = 0;
-  std::unique_ptr<XXH3_state_t, decltype(&XXH3_freeState)> hash_{XXH3_createState(), XXH3_freeState};
+  Xxh3 hash_;
 };
 
 bool stored_in_file(const InputFile& input, const Storage& s) {

@@ -4,7 +4,6 @@
 #include <cstdio>
 #include <memory>
 #include <unordered_map>
-#include <xxhash.h>
 
 #include "ckptfix/error.h"
 #include "error_boundary.h"
@@ -19,6 +18,7 @@
 #include "write/replaced_input.h"
 #include "write/save_seams.h"
 #include "bytes/storage_pipeline.h"
+#include "bytes/xxh3.h"
 #include "zip/crc32.h"
 #include "zip/serialization_id.h"
 #include "zip/zip_writer.h"
@@ -139,7 +139,7 @@ SaveResult write_checkpoint(const Checkpoint& checkpoint, ByteSink& sink, const 
   auto add_small = [&](const std::string& name, std::string_view bytes) {
     zip.add(root + name, as_bytes(bytes));
     record(zip.records().back(),
-           options.verify ? std::optional(XXH3_64bits(bytes.data(), bytes.size())) : std::nullopt, false);
+           options.verify ? std::optional(xxh3_64(as_bytes(bytes))) : std::nullopt, false);
   };
   add_small("data.pkl", pickled.bytes);
   if (style.format_version) {

@@ -15,12 +15,12 @@
 #include <optional>
 #include <unordered_set>
 
-#include <xxhash.h>
 
 #include "bytes/background.h"
 #include "bytes/byte_checker.h"
 #include "bytes/element_transform.h"
 #include "bytes/storage_reader.h"
+#include "bytes/xxh3.h"
 #include "zip/crc32.h"
 #include "ckptfix/error.h"
 #include "ckptfix/state_dict.h"
@@ -312,7 +312,7 @@ class TensorStreamer {
       : impl_(impl), sink_(sink), hashing_(hash), wrote_(std::move(wrote)) {}
 
   WrittenBytes write(const TensorInfo& t) {
-    XXH3_64bits_reset(hash_.get());
+    hash_.reset();
     const Storage& s = impl_.storages[static_cast<size_t>(t.storage)];
     if (t.numel() > 0) {
       // The tensor's elements as a storage of their own: what the element
@@ -332,12 +332,12 @@ class TensorStreamer {
         gather(t, s, part);
       }
     }
-    return {hashing_ ? std::optional(XXH3_64bits_digest(hash_.get())) : std::nullopt, std::nullopt};
+    return {hashing_ ? std::optional(hash_.digest()) : std::nullopt, std::nullopt};
   }
 
  private:
   void output(std::span<const std::byte> bytes) {
-    if (hashing_) XXH3_64bits_update(hash_.get(), bytes.data(), bytes.size());
+    if (hashing_) hash_.update(bytes);
     sink_.write(bytes);
     wrote_(bytes.size());
   }
@@ -371,11 +371,10 @@ class TensorStreamer {
     sink_.flush();
     const bool hashed = hashing_ && !whole_record;
     std::future<uint64_t> hash = !hashed ? std::future<uint64_t>() : worker_.run([&input, offset, &part, &s] {
-      std::unique_ptr<XXH3_state_t, decltype(&XXH3_freeState)> state{XXH3_createState(), XXH3_freeState};
-      XXH3_64bits_reset(state.get());
+      Xxh3 state;
       for_each_mapped(input.fd(), input.name(), offset, part.nbytes, s.source.record,
-                      [&](std::span<const std::byte> view) { XXH3_64bits_update(state.get(), view.data(), view.size()); });
-      return XXH3_64bits_digest(state.get());
+                      [&](std::span<const std::byte> view) { state.update(view); });
+      return state.digest();
     });
     try {
       for (uint64_t done = 0; done < part.nbytes;) {
@@ -473,7 +472,7 @@ class TensorStreamer {
   std::vector<std::byte> in_, out_;
   WrittenBytes unread_written_;
   std::unordered_set<int32_t> checked_;  // storages whose input record's CRC-32 was checked
-  std::unique_ptr<XXH3_state_t, decltype(&XXH3_freeState)> hash_{XXH3_createState(), XXH3_freeState};
+  Xxh3 hash_;
   Background worker_;  // last: joined before what its tasks use goes away
 };
 
