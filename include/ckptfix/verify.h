@@ -83,7 +83,7 @@ struct VerifyReport {
   bool written = false;             ///< a file save() wrote (true) or verify_file (false)
   CheckpointFormat format = CheckpointFormat::kZip;  ///< only zip files have CRCs
   uint64_t records = 0;             ///< zip records read back
-  uint64_t records_crc_checked = 0; ///< ... whose CRC-32 was recomputed and matched
+  uint64_t records_crc_checked = 0; ///< ... whose bytes match their CRC-32: recomputed, or (records ckptfix hashed as it wrote them) read back with the XXH3 of the bytes that CRC was taken from
   uint64_t records_copied = 0;      ///< ... copied unchanged, so checked by the CRC-32 the input records (no XXH3)
   uint64_t zips = 0;                ///< a distributed checkpoint's chunk and value zips checked
   uint64_t storages = 0;            ///< storages whose bytes were checked

@@ -1,4 +1,5 @@
 #include "bytes/byte_checker.h"
+#include "bytes/xxh3.h"
 
 #include <fcntl.h>
 #include <sys/stat.h>
@@ -7,7 +8,6 @@
 #include <cerrno>
 #include <cstdio>
 #include <cstring>
-#include <xxhash.h>
 
 #include "ckptfix/error.h"
 #include "io/mapped_window.h"
@@ -44,14 +44,14 @@ ByteChecker::ByteChecker(std::unique_ptr<LoadTestDevice> device, const std::stri
   load_test_ = std::make_unique<LoadTest>(std::move(device));
 }
 
-// CRC-32 and XXH3 go over the same bytes one small piece at a time, so the
-// second pass reads them from the cache, not from memory.
+// The sum and the device's staging go over the same bytes one small piece at
+// a time, so the second pass reads them from the cache, not from memory.
 constexpr size_t kPiece = size_t{256} << 10;
 
 struct ByteChecker::Running {
-  std::unique_ptr<XXH3_state_t, decltype(&XXH3_freeState)> hash{XXH3_createState(), XXH3_freeState};
+  Xxh3 hash;
   uint32_t crc = 0;
-  bool hash_too = true;
+  Sum sum = Sum::kCrc32;
   std::optional<OnDevice> device;  // when the load test runs on these bytes
   WordChecksum expected;           // what the device must read
 };
@@ -66,13 +66,12 @@ struct ByteChecker::Expected {
 
 ByteChecker::~ByteChecker() = default;
 
-void ByteChecker::begin(const std::optional<OnDevice>& device, bool hash) {
+void ByteChecker::begin(const std::optional<OnDevice>& device, Sum sum) {
   if (running_ && running_->device) {  // a storage an error left part-way (a read failed)
     expected_.push_back({load_test_->end(), {}, std::move(*running_->device), true});
   }
   running_ = std::make_unique<Running>();
-  XXH3_64bits_reset(running_->hash.get());
-  running_->hash_too = hash;
+  running_->sum = sum;
   if (device && load_test_) {
     running_->device = device;
     load_test_->begin(float_coding(device->dtype));
@@ -83,8 +82,11 @@ void ByteChecker::update(std::span<const std::byte> bytes) {
   Running& r = *running_;
   for (size_t at = 0; at < bytes.size(); at += kPiece) {
     const auto piece = bytes.subspan(at, std::min(kPiece, bytes.size() - at));
-    r.crc = crc32_update(r.crc, piece);
-    if (r.hash_too) XXH3_64bits_update(r.hash.get(), piece.data(), piece.size());
+    if (r.sum == Sum::kXxh3) {
+      r.hash.update(piece);
+    } else {
+      r.crc = crc32_update(r.crc, piece);
+    }
     if (r.device) {
       r.expected.update(piece);
       load_test_->add(piece);  // copied into pinned staging; launched when a slot is full
@@ -97,8 +99,11 @@ void ByteChecker::update(std::span<const std::byte> bytes) {
 
 Digest ByteChecker::finish() {
   Digest d;
-  d.crc = running_->crc;
-  d.hash = XXH3_64bits_digest(running_->hash.get());
+  if (running_->sum == Sum::kXxh3) {
+    d.hash = running_->hash.digest();
+  } else {
+    d.crc = running_->crc;
+  }
   if (running_->device) {
     const uint64_t ticket = load_test_->end();
     expected_.push_back({ticket, running_->expected.finish(), std::move(*running_->device)});
@@ -138,8 +143,8 @@ void ByteChecker::finish_device() {
 }
 
 Digest ByteChecker::digest(uint64_t size, const std::function<void(std::span<std::byte>)>& read,
-                           const std::optional<OnDevice>& device, bool hash) {
-  begin(device, hash);
+                           const std::optional<OnDevice>& device, Sum sum) {
+  begin(device, sum);
   for (uint64_t left = size; left > 0;) {
     const size_t n = static_cast<size_t>(std::min<uint64_t>(left, buffer_.size()));
     std::span<std::byte> chunk(buffer_.data(), n);
@@ -187,17 +192,18 @@ void ReadBack::check(const std::string& record, uint64_t offset, uint64_t size, 
   // get, no copy); small ones by pread, cheaper than a mapping each.
   std::optional<OnDevice> device;
   if (device_dtype) device = OnDevice{*device_dtype, ErrorKind::kVerification, record};
+  const Sum sum = hash ? Sum::kXxh3 : Sum::kCrc32;
   Digest d;
   if (size >= kMapped) {
-    checker_.begin(device, hash.has_value());
+    checker_.begin(device, sum);
     for_each_mapped(fd_, "", offset, size, record, [&](std::span<const std::byte> view) { checker_.update(view); });
     d = checker_.finish();
   } else {
     uint64_t at = offset;
     d = checker_.digest(size, [&](std::span<std::byte> out) { read_exactly(out, at, record), at += out.size(); },
-                        device, hash.has_value());
+                        device, sum);
   }
-  if (crc && d.crc != *crc) {
+  if (!hash && crc && d.crc != *crc) {
     throw Error(ErrorKind::kVerification, "the bytes read back have CRC-32 " + hex32(d.crc) + " but " + hex32(*crc) +
                                               " was written")
         .at(record);

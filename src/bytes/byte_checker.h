@@ -23,6 +23,14 @@
 
 namespace ckptfix {
 
+/// The sum a run of bytes is checked by. XXH3 where the writer took one of
+/// the bytes it wrote: equal XXH3-64s prove the bytes, and with them the
+/// CRC-32 it took of the same bytes for the archive, so a second sum would
+/// only cost time. CRC-32 where nothing else is known: copies judged by the
+/// CRC their input records, a file's own check, small records.
+enum class Sum { kCrc32, kXxh3 };
+
+/// The sum computed (the other is 0).
 struct Digest {
   uint32_t crc = 0;
   uint64_t hash = 0;  ///< XXH3-64
@@ -55,16 +63,15 @@ class ByteChecker {
 
   bool gpu_enabled() const { return load_test_ != nullptr; }
 
-  /// Digests `size` bytes obtained from `read(buffer)` (which fills the whole
-  /// buffer it is given), loading them on the device too when `device` is
-  /// given and the load test runs. Without `hash`, only the CRC-32.
+  /// Computes `sum` of `size` bytes obtained from `read(buffer)` (which fills
+  /// the whole buffer it is given), loading them on the device too when
+  /// `device` is given and the load test runs.
   Digest digest(uint64_t size, const std::function<void(std::span<std::byte>)>& read,
-                const std::optional<OnDevice>& device, bool hash);
+                const std::optional<OnDevice>& device, Sum sum);
 
   /// The same for bytes that are already in memory (e.g. a mapped window):
-  /// begin(), update() with consecutive views, finish(). Without `hash`,
-  /// only the CRC-32 is computed.
-  void begin(const std::optional<OnDevice>& device, bool hash = true);
+  /// begin(), update() with consecutive views, finish().
+  void begin(const std::optional<OnDevice>& device, Sum sum = Sum::kCrc32);
   void update(std::span<const std::byte> bytes);
   Digest finish();
 
@@ -101,9 +108,10 @@ class ReadBack {
   ReadBack& operator=(const ReadBack&) = delete;
 
   /// Throws Error(kVerification) naming `record` when the bytes at
-  /// [offset, offset + size) do not have `crc` (when given: zip records) and
-  /// `hash` (when given), or when, loaded on the device as elements of
-  /// `device_dtype` (when given), the device reads them differently.
+  /// [offset, offset + size) do not have `hash` (when given) or else `crc`
+  /// (when given: a zip record whose bytes were not hashed; see Sum), or when,
+  /// loaded on the device as elements of `device_dtype` (when given), the
+  /// device reads them differently.
   void check(const std::string& record, uint64_t offset, uint64_t size, std::optional<uint32_t> crc,
              std::optional<uint64_t> hash, std::optional<DType> device_dtype);
 

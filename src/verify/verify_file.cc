@@ -69,7 +69,7 @@ namespace {
 // check compares (its archive records nothing else), so no XXH3.
 Digest digest_record(ByteChecker& checker, RecordReader& reader, const std::optional<OnDevice>& device) {
   return checker.digest(
-      reader.remaining(), [&](std::span<std::byte> out) { reader.read(out); }, device, /*hash=*/false);
+      reader.remaining(), [&](std::span<std::byte> out) { reader.read(out); }, device, Sum::kCrc32);
 }
 
 // Every record of a zip file read and its CRC-32 checked.

@@ -377,7 +377,8 @@ class VerifiedWrites(unittest.TestCase):
         proc = self.run_with_fault("corrupt-before-verify", "remap", "--to", "cpu", self.src, "-o", out)
         self.assertEqual(proc.returncode, 1)
         self.assertRegex(proc.stderr, r"^ckptfix: error: '.*out\.pt': training_dp_cuda/data/0: the bytes read back "
-                                      r"have CRC-32 0x[0-9a-f]{8} but 0x[0-9a-f]{8} was written; nothing was written\n$")
+                                      r"differ from the bytes meant to be written \(XXH3 0x[0-9a-f]{16} read, "
+                                      r"0x[0-9a-f]{16} expected\); nothing was written\n$")
         self.assert_nothing_new()
 
     def test_safetensors_read_back_catches_a_damaged_tensor(self):

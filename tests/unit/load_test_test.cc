@@ -204,7 +204,7 @@ GpuReport check_three(std::unique_ptr<LoadTestDevice> device, const std::string&
   checker.update(bytes(f));
   checker.finish();
   checker.digest(sizeof i, [&](std::span<std::byte> out) { std::memcpy(out.data(), i, out.size()); },
-                 OnDevice{DType::kInt64, ErrorKind::kVerification, "archive/data/1"}, /*hash=*/true);
+                 OnDevice{DType::kInt64, ErrorKind::kVerification, "archive/data/1"}, Sum::kXxh3);
   checker.begin(OnDevice{DType::kFloat16, ErrorKind::kVerification, "archive/data/2"});
   checker.update(empty);
   checker.finish();

@@ -14,9 +14,12 @@
 #include "ckptfix/save.h"
 #include "ckptfix/verify.h"
 #include "test_support.h"
+#include "bytes/byte_checker.h"
 #include "bytes/gpu.h"
+#include "bytes/xxh3.h"
 #include "verify/verify_written.h"
 #include "write/fault_injection.h"
+#include "zip/crc32.h"
 
 namespace ckptfix {
 namespace {
@@ -66,14 +69,41 @@ TEST_F(VerifyTest, AGraphThatDiffersFromTheFileIsReported) {
                "key 'conv.weight': stride [1,1,1,1] expected, [9,9,3,1] found");
 }
 
+// Each record ckptfix wrote from its own buffer is proven by the XXH3 of
+// the bytes meant to be written (its CRC-32 was taken from the same bytes).
 TEST_F(VerifyTest, ADamagedRecordIsNamed) {
   Checkpoint ck = Checkpoint::open(test::fixture_path("plain_state_dict.pt"));
   SaveOptions options;
   options.verify_options.gpu = GpuMode::kOff;
   expect_error([&] { save_with_seams(ck, dir_ / "out.pt", options, fault_seams("corrupt-before-verify")); },
                ErrorKind::kVerification,
-               "plain_state_dict/data/0: the bytes read back have CRC-32");
+               "plain_state_dict/data/0: the bytes read back differ from the bytes meant to be written (XXH3 0x");
   EXPECT_TRUE(fs::is_empty(dir_));
+}
+
+// ReadBack proves bytes by the XXH3 of what was meant to be written where
+// one was taken (the CRC-32 beside it was taken from the same bytes, so it is
+// not computed again), else by the CRC-32 (a copy judged by its input's);
+// records read through a mapping (1 MiB and more) and by pread alike.
+TEST_F(VerifyTest, AReadBackChecksTheHashWhereOneWasTakenElseTheCrc) {
+  for (const size_t size : {size_t{1000}, (size_t{2} << 20) + 100}) {
+    SCOPED_TRACE(size);
+    std::vector<std::byte> bytes(size);
+    for (size_t i = 0; i < size; ++i) bytes[i] = static_cast<std::byte>(i * 7 + i / 251);
+    const fs::path path = dir_ / "written";
+    std::ofstream(path, std::ios::binary).write(reinterpret_cast<const char*>(bytes.data()), static_cast<std::streamsize>(size));
+    const uint32_t crc = crc32_update(0, bytes);
+    const uint64_t hash = xxh3_64(bytes);
+    ReadBack read_back(path.string(), GpuMode::kOff);
+    read_back.check("r", 0, size, crc, hash, std::nullopt);
+    read_back.check("r", 0, size, crc, std::nullopt, std::nullopt);
+    read_back.check("r", 0, size, crc ^ 1, hash, std::nullopt);  // the hash is the proof
+    expect_error([&] { read_back.check("r", 0, size, crc, hash ^ 1, std::nullopt); }, ErrorKind::kVerification,
+                 "r: the bytes read back differ from the bytes meant to be written (XXH3 ");
+    expect_error([&] { read_back.check("r", 0, size, crc ^ 1, std::nullopt, std::nullopt); }, ErrorKind::kVerification,
+                 "r: the bytes read back have CRC-32 ");
+    EXPECT_EQ(read_back.bytes(), 3 * size);
+  }
 }
 
 TEST_F(VerifyTest, AWriteFailingPartWayLeavesNothing) {
