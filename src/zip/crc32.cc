@@ -99,6 +99,51 @@ __attribute__((target("avx2,pclmul,vpclmulqdq"))) uint32_t crc32_vpclmulqdq(uint
   _mm_store_si128(reinterpret_cast<__m128i*>(folded), rest);
   return libdeflate_crc32(libdeflate_crc32(~uint32_t{0}, folded, sizeof folded), p, len);
 }
+
+// The same on 512-bit vectors (four lanes each): eight vectors (512 bytes) a
+// round, folded down to one vector, whose two halves go on as the 256-bit
+// code's last step does. Twice the bytes per instruction: on a Zen 5 core
+// (full-width AVX-512) 2× the 256-bit fold from cache.
+#define CKPTFIX_FOLD_BY_512(bits) _mm512_broadcast_i32x4(_mm_set_epi64x(CKPTFIX_FOLD_BY(bits)))
+
+__attribute__((target("avx512f,avx2,pclmul,vpclmulqdq"))) inline __m512i fold(__m512i lanes, __m512i next, __m512i by) {
+  // next ^ lo-product ^ hi-product in one instruction (0x96: a ^ b ^ c).
+  return _mm512_ternarylogic_epi64(next, _mm512_clmulepi64_epi128(lanes, by, 0x00),
+                                   _mm512_clmulepi64_epi128(lanes, by, 0x11), 0x96);
+}
+
+constexpr size_t kWideRound = 512;
+constexpr size_t kWideFolded = 2 * kWideRound;
+
+__attribute__((target("avx512f,avx2,pclmul,vpclmulqdq"))) uint32_t crc32_vpclmulqdq_512(uint32_t crc,
+                                                                                        const std::byte* p,
+                                                                                        size_t len) {
+  const __m512i by_4096 = CKPTFIX_FOLD_BY_512(4096);
+  const __m512i by_2048 = CKPTFIX_FOLD_BY_512(2048);
+  const __m512i by_1024 = CKPTFIX_FOLD_BY_512(1024);
+  const __m512i by_512 = CKPTFIX_FOLD_BY_512(512);
+  const __m256i by_256 = _mm256_set_epi64x(CKPTFIX_FOLD_BY(256), CKPTFIX_FOLD_BY(256));
+  const __m128i by_128 = _mm_set_epi64x(CKPTFIX_FOLD_BY(128));
+  __m512i v[8];
+  for (int i = 0; i < 8; ++i) v[i] = _mm512_loadu_si512(p + 64 * i);
+  v[0] = _mm512_xor_si512(v[0], _mm512_zextsi128_si512(_mm_cvtsi32_si128(static_cast<int>(~crc))));
+  p += kWideRound;
+  len -= kWideRound;
+  for (; len >= kWideRound; p += kWideRound, len -= kWideRound) {
+    for (int i = 0; i < 8; ++i) v[i] = fold(v[i], _mm512_loadu_si512(p + 64 * i), by_4096);
+  }
+  for (int i = 0; i < 4; ++i) v[i] = fold(v[i], v[i + 4], by_2048);
+  for (int i = 0; i < 2; ++i) v[i] = fold(v[i], v[i + 2], by_1024);
+  const __m512i last = fold(v[0], v[1], by_512);
+  const __m256i half = fold(_mm512_castsi512_si256(last), _mm512_extracti64x4_epi64(last, 1), by_256);
+  const __m128i rest = _mm_xor_si128(_mm_xor_si128(_mm256_extracti128_si256(half, 1),
+                                                   _mm_clmulepi64_si128(_mm256_extracti128_si256(half, 0), by_128, 0x00)),
+                                     _mm_clmulepi64_si128(_mm256_extracti128_si256(half, 0), by_128, 0x11));
+  alignas(16) std::byte folded[16];
+  _mm_store_si128(reinterpret_cast<__m128i*>(folded), rest);
+  return libdeflate_crc32(libdeflate_crc32(~uint32_t{0}, folded, sizeof folded), p, len);
+}
+#undef CKPTFIX_FOLD_BY_512
 #undef CKPTFIX_FOLD_BY
 #endif
 
@@ -106,9 +151,27 @@ __attribute__((target("avx2,pclmul,vpclmulqdq"))) uint32_t crc32_vpclmulqdq(uint
 
 uint32_t crc32_update(uint32_t crc, std::span<const std::byte> data) {
 #if CKPTFIX_AVX2_KERNELS
+  if (data.size() >= kWideFolded && cpu_has_avx512_vpclmulqdq()) {
+    return crc32_vpclmulqdq_512(crc, data.data(), data.size());
+  }
   if (data.size() >= kFolded && cpu_has_avx2_vpclmulqdq()) return crc32_vpclmulqdq(crc, data.data(), data.size());
 #endif
   return libdeflate_crc32(crc, data.data(), data.size());
+}
+
+std::optional<uint32_t> crc32_update_folded(unsigned bits, uint32_t crc, std::span<const std::byte> data) {
+#if CKPTFIX_AVX2_KERNELS
+  if (bits == 512 && cpu_has_avx512_vpclmulqdq()) {
+    return data.size() >= kWideFolded ? crc32_vpclmulqdq_512(crc, data.data(), data.size())
+                                      : libdeflate_crc32(crc, data.data(), data.size());
+  }
+  if (bits == 256 && cpu_has_avx2_vpclmulqdq()) {
+    return data.size() >= kFolded ? crc32_vpclmulqdq(crc, data.data(), data.size())
+                                  : libdeflate_crc32(crc, data.data(), data.size());
+  }
+#endif
+  (void)bits, (void)crc, (void)data;
+  return std::nullopt;
 }
 
 uint32_t crc32_update_reference(uint32_t crc, std::span<const std::byte> data) {
