@@ -1,5 +1,4 @@
 #include "bytes/byte_checker.h"
-#include "bytes/xxh3.h"
 
 #include <fcntl.h>
 #include <sys/stat.h>
@@ -9,6 +8,7 @@
 #include <cstdio>
 #include <cstring>
 
+#include "bytes/xxh3.h"
 #include "ckptfix/error.h"
 #include "io/mapped_window.h"
 #include "zip/crc32.h"

@@ -27,7 +27,7 @@ namespace ckptfix {
 /// the bytes it wrote: equal XXH3-64s prove the bytes, and with them the
 /// CRC-32 it took of the same bytes for the archive, so a second sum would
 /// only cost time. CRC-32 where nothing else is known: copies judged by the
-/// CRC their input records, a file's own check, small records.
+/// CRC their input records, a file's own check (ckptfix verify).
 enum class Sum { kCrc32, kXxh3 };
 
 /// The sum computed (the other is 0).
