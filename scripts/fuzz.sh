@@ -33,8 +33,8 @@ esac
 
 echo "== building the fuzz targets in $BUILD"
 launcher=""
-command -v ccache >/dev/null 2>&1 && launcher="-DCMAKE_CXX_COMPILER_LAUNCHER=ccache"
-cmake -S . -B "$BUILD" -G Ninja -DCMAKE_BUILD_TYPE=RelWithDebInfo -DCMAKE_CXX_COMPILER=clang++ \
+command -v ccache >/dev/null 2>&1 && launcher="-DCMAKE_CXX_COMPILER_LAUNCHER=ccache -DCMAKE_C_COMPILER_LAUNCHER=ccache"
+cmake -S . -B "$BUILD" -G Ninja -DCMAKE_BUILD_TYPE=RelWithDebInfo -DCMAKE_CXX_COMPILER=clang++ -DCMAKE_C_COMPILER=clang \
   -DCKPTFIX_FUZZ=ON -DBUILD_SHARED_LIBS=OFF -DCKPTFIX_BUILD_TESTS=OFF -DCKPTFIX_BUILD_BENCH=OFF \
   -DCKPTFIX_WITH_TORCH=OFF -DCKPTFIX_WITH_CUDA=OFF $launcher >/dev/null || exit 2
 targets=""
