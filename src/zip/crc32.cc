@@ -69,26 +69,13 @@ __attribute__((target("avx2,pclmul,vpclmulqdq"))) inline __m256i load(const std:
 constexpr size_t kRound = 256;
 constexpr size_t kFolded = 2 * kRound;
 
-__attribute__((target("avx2,pclmul,vpclmulqdq"))) uint32_t crc32_vpclmulqdq(uint32_t crc, const std::byte* p,
-                                                                            size_t len) {
-  const __m256i by_2048 = _mm256_set_epi64x(CKPTFIX_FOLD_BY(2048), CKPTFIX_FOLD_BY(2048));
-  const __m256i by_1024 = _mm256_set_epi64x(CKPTFIX_FOLD_BY(1024), CKPTFIX_FOLD_BY(1024));
-  const __m256i by_512 = _mm256_set_epi64x(CKPTFIX_FOLD_BY(512), CKPTFIX_FOLD_BY(512));
-  const __m256i by_256 = _mm256_set_epi64x(CKPTFIX_FOLD_BY(256), CKPTFIX_FOLD_BY(256));
-  const __m128i by_128 = _mm_set_epi64x(CKPTFIX_FOLD_BY(128));
-  // The running CRC, without zip's inversion (~crc), is added to the message's first 32 bits.
-  __m256i v[8];
-  for (int i = 0; i < 8; ++i) v[i] = load(p + 32 * i);
-  v[0] = _mm256_xor_si256(v[0], _mm256_zextsi128_si256(_mm_cvtsi32_si128(static_cast<int>(~crc))));
-  p += kRound;
-  len -= kRound;
-  for (; len >= kRound; p += kRound, len -= kRound) {
-    for (int i = 0; i < 8; ++i) v[i] = fold(v[i], load(p + 32 * i), by_2048);
-  }
-  for (int i = 0; i < 4; ++i) v[i] = fold(v[i], v[i + 4], by_1024);
-  for (int i = 0; i < 2; ++i) v[i] = fold(v[i], v[i + 2], by_512);
-  const __m256i last = fold(v[0], v[1], by_256);
+// The last step of both folds: the remainder so far is two adjacent 256-bit
+// vectors, the bytes before `p`; the tail [p, p + len) is not folded yet.
+__attribute__((target("avx2,pclmul,vpclmulqdq"))) inline uint32_t finish(__m256i earlier, __m256i later,
+                                                                         const std::byte* p, size_t len) {
+  const __m256i last = fold(earlier, later, _mm256_set_epi64x(CKPTFIX_FOLD_BY(256), CKPTFIX_FOLD_BY(256)));
   // The first lane (earlier in the message) is carried into the second.
+  const __m128i by_128 = _mm_set_epi64x(CKPTFIX_FOLD_BY(128));
   const __m128i first = _mm256_extracti128_si256(last, 0);
   const __m128i second = _mm256_extracti128_si256(last, 1);
   const __m128i rest = _mm_xor_si128(_mm_xor_si128(second, _mm_clmulepi64_si128(first, by_128, 0x00)),
@@ -100,9 +87,28 @@ __attribute__((target("avx2,pclmul,vpclmulqdq"))) uint32_t crc32_vpclmulqdq(uint
   return libdeflate_crc32(libdeflate_crc32(~uint32_t{0}, folded, sizeof folded), p, len);
 }
 
+__attribute__((target("avx2,pclmul,vpclmulqdq"))) uint32_t crc32_vpclmulqdq(uint32_t crc, const std::byte* p,
+                                                                            size_t len) {
+  const __m256i by_2048 = _mm256_set_epi64x(CKPTFIX_FOLD_BY(2048), CKPTFIX_FOLD_BY(2048));
+  const __m256i by_1024 = _mm256_set_epi64x(CKPTFIX_FOLD_BY(1024), CKPTFIX_FOLD_BY(1024));
+  const __m256i by_512 = _mm256_set_epi64x(CKPTFIX_FOLD_BY(512), CKPTFIX_FOLD_BY(512));
+  // The running CRC, without zip's inversion (~crc), is added to the message's first 32 bits.
+  __m256i v[8];
+  for (int i = 0; i < 8; ++i) v[i] = load(p + 32 * i);
+  v[0] = _mm256_xor_si256(v[0], _mm256_zextsi128_si256(_mm_cvtsi32_si128(static_cast<int>(~crc))));
+  p += kRound;
+  len -= kRound;
+  for (; len >= kRound; p += kRound, len -= kRound) {
+    for (int i = 0; i < 8; ++i) v[i] = fold(v[i], load(p + 32 * i), by_2048);
+  }
+  for (int i = 0; i < 4; ++i) v[i] = fold(v[i], v[i + 4], by_1024);
+  for (int i = 0; i < 2; ++i) v[i] = fold(v[i], v[i + 2], by_512);
+  return finish(v[0], v[1], p, len);
+}
+
 // The same on 512-bit vectors (four lanes each): eight vectors (512 bytes) a
-// round, folded down to one vector, whose two halves go on as the 256-bit
-// code's last step does. Twice the bytes per instruction: on a Zen 5 core
+// round, folded down to one vector, whose two halves finish as the 256-bit
+// code's last two vectors do. Twice the bytes per instruction: on a Zen 5 core
 // (full-width AVX-512) 2× the 256-bit fold from cache.
 #define CKPTFIX_FOLD_BY_512(bits) _mm512_broadcast_i32x4(_mm_set_epi64x(CKPTFIX_FOLD_BY(bits)))
 
@@ -122,8 +128,6 @@ __attribute__((target("avx512f,avx2,pclmul,vpclmulqdq"))) uint32_t crc32_vpclmul
   const __m512i by_2048 = CKPTFIX_FOLD_BY_512(2048);
   const __m512i by_1024 = CKPTFIX_FOLD_BY_512(1024);
   const __m512i by_512 = CKPTFIX_FOLD_BY_512(512);
-  const __m256i by_256 = _mm256_set_epi64x(CKPTFIX_FOLD_BY(256), CKPTFIX_FOLD_BY(256));
-  const __m128i by_128 = _mm_set_epi64x(CKPTFIX_FOLD_BY(128));
   __m512i v[8];
   for (int i = 0; i < 8; ++i) v[i] = _mm512_loadu_si512(p + 64 * i);
   v[0] = _mm512_xor_si512(v[0], _mm512_zextsi128_si512(_mm_cvtsi32_si128(static_cast<int>(~crc))));
@@ -135,13 +139,7 @@ __attribute__((target("avx512f,avx2,pclmul,vpclmulqdq"))) uint32_t crc32_vpclmul
   for (int i = 0; i < 4; ++i) v[i] = fold(v[i], v[i + 4], by_2048);
   for (int i = 0; i < 2; ++i) v[i] = fold(v[i], v[i + 2], by_1024);
   const __m512i last = fold(v[0], v[1], by_512);
-  const __m256i half = fold(_mm512_castsi512_si256(last), _mm512_extracti64x4_epi64(last, 1), by_256);
-  const __m128i rest = _mm_xor_si128(_mm_xor_si128(_mm256_extracti128_si256(half, 1),
-                                                   _mm_clmulepi64_si128(_mm256_extracti128_si256(half, 0), by_128, 0x00)),
-                                     _mm_clmulepi64_si128(_mm256_extracti128_si256(half, 0), by_128, 0x11));
-  alignas(16) std::byte folded[16];
-  _mm_store_si128(reinterpret_cast<__m128i*>(folded), rest);
-  return libdeflate_crc32(libdeflate_crc32(~uint32_t{0}, folded, sizeof folded), p, len);
+  return finish(_mm512_castsi512_si256(last), _mm512_extracti64x4_epi64(last, 1), p, len);
 }
 #undef CKPTFIX_FOLD_BY_512
 #undef CKPTFIX_FOLD_BY
