@@ -50,7 +50,9 @@ std::string hex64(uint64_t v);
 
 class ByteChecker {
  public:
-  static constexpr size_t kChunk = size_t{4} << 20;
+  /// Bytes read per call: small enough to stay in a core's L2 cache while
+  /// they are summed (4 MiB cost a read-back 2 % more).
+  static constexpr size_t kChunk = size_t{512} << 10;
 
   /// Sets up the GPU load test for `mode` and records in `gpu` whether it
   /// runs or why not (plan_gpu); throws Error(kGpu) when required but
@@ -122,7 +124,6 @@ class ReadBack {
   const GpuReport& gpu() const { return gpu_; }
 
  private:
-  static constexpr uint64_t kMapped = uint64_t{1} << 20;
   void read_exactly(std::span<std::byte> out, uint64_t offset, const std::string& record) const;
 
   std::string path_;
