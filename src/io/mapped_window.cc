@@ -25,7 +25,12 @@ void for_each_mapped(int fd, const std::string& file, uint64_t offset, uint64_t 
     const uint64_t aligned = start / page * page;
     const uint64_t length = std::min(kWindow, size - done);
     const uint64_t mapped = start - aligned + length;
-    void* base = ::mmap(nullptr, mapped, PROT_READ, MAP_SHARED | MAP_POPULATE, fd, static_cast<off_t>(aligned));
+    // Not MAP_POPULATE: the first touches fault the pages in instead, a large
+    // folio (or 64 KiB) a fault, under the mapping's own lock. Populating took
+    // the process's mmap lock for the whole window, which a second thread's
+    // mmap or munmap then waited for; an unverified cast was 8 % slower
+    // with it (docs/performance.md).
+    void* base = ::mmap(nullptr, mapped, PROT_READ, MAP_SHARED, fd, static_cast<off_t>(aligned));
     if (base == MAP_FAILED) {
       throw fail(system_error("cannot map for reading"));
     }

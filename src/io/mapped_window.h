@@ -1,7 +1,7 @@
-// Reading a file range without copying it: windows of the range are mapped
-// (pre-faulted with MAP_POPULATE), handed to a callback, and unmapped again,
-// so hashing reads straight from the page cache while resident memory stays
-// at one window, whatever the range's size.
+// Reading a file range without copying it: windows of the range are mapped,
+// handed to a callback, and unmapped again, so hashing reads straight from
+// the page cache while resident memory stays at one window, whatever the
+// range's size.
 #pragma once
 
 #include <cstddef>
