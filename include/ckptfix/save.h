@@ -48,7 +48,7 @@ struct WrittenStorage {
   std::string record;       ///< "<root>/data/<key>"
   uint64_t nbytes = 0;
   uint32_t crc32 = 0;
-  uint64_t hash = 0;        ///< XXH3-64 of the written bytes (when has_hash)
+  uint64_t hash = 0;        ///< record hash of the written bytes (when has_hash): XXH3-64 of their 1 MiB pieces' XXH3-64s (docs/verification.md)
   bool has_hash = true;     ///< false for bytes copied unchanged, checked by CRC-32 against the input's, and for every storage when verify is false
   uint64_t overflowed = 0;  ///< cast: finite values that became ±inf
   uint64_t flushed = 0;     ///< cast: non-zero values that became ±0
@@ -65,7 +65,7 @@ struct SaveResult {
     uint64_t data_offset = 0;
     uint64_t size = 0;
     uint32_t crc32 = 0;
-    uint64_t hash = 0;  ///< XXH3-64 of the bytes meant to be written (when has_hash)
+    uint64_t hash = 0;  ///< record hash of the bytes meant to be written (when has_hash; docs/verification.md)
     bool has_hash = true;  ///< false: copied unchanged, checked by CRC-32 only; or not verified (verify false: no XXH3 is made)
     bool read_back = false;  ///< its bytes were already read back and checked while writing
   };

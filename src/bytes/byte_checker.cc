@@ -48,7 +48,7 @@ ByteChecker::ByteChecker(std::unique_ptr<LoadTestDevice> device, const std::stri
 constexpr size_t kPiece = size_t{256} << 10;
 
 struct ByteChecker::Running {
-  Xxh3 hash;
+  RecordHash hash;
   uint32_t crc = 0;
   Sum sum = Sum::kCrc32;
   std::optional<OnDevice> device;  // when the load test runs on these bytes

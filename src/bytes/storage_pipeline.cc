@@ -42,15 +42,13 @@ class OutputStage {
   }
   void write(std::span<const std::byte> bytes) { sink_.write(bytes); }
   uint32_t crc() const { return crc_; }
-  std::optional<uint64_t> hash() const {
-    return hashing_ ? std::optional(hash_.digest()) : std::nullopt;
-  }
+  std::optional<uint64_t> hash() { return hashing_ ? std::optional(hash_.digest()) : std::nullopt; }
 
  private:
   ByteSink& sink_;
   bool hashing_;
   uint32_t crc_ = 0;
-  Xxh3 hash_;
+  RecordHash hash_;
 };
 
 bool stored_in_file(const InputFile& input, const Storage& s) {

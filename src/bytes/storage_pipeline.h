@@ -43,7 +43,7 @@ class ReadBack;
 /// One storage record as written, with what it is expected to hold.
 struct PipedRecord {
   WrittenRecord record;          ///< name, offsets, size, CRC-32
-  std::optional<uint64_t> hash;  ///< XXH3-64 of the bytes written; none for unread copies (checked by CRC-32) or without `hash`
+  std::optional<uint64_t> hash;  ///< RecordHash of the bytes written; none for unread copies (checked by CRC-32) or without `hash`
   bool read_back = false;        ///< its bytes are read back and checked while writing
   ConvertStats stats;            ///< what a cast did
 };

@@ -1,5 +1,7 @@
 #include "bytes/xxh3.h"
 
+#include <algorithm>
+#include <array>
 #include <new>
 #include <xxhash.h>
 
@@ -37,6 +39,48 @@ uint64_t xxh3_64(std::span<const std::byte> bytes) {
   if (cpu_has_avx2()) return ckptfix_xxh3_64_avx2(bytes.data(), bytes.size());
 #endif
   return XXH3_64bits(bytes.data(), bytes.size());
+}
+
+void RecordHash::update(std::span<const std::byte> bytes) {
+  while (!bytes.empty()) {
+    const size_t n = std::min(bytes.size(), kPiece - in_piece_);
+    piece_.update(bytes.first(n));
+    bytes = bytes.subspan(n);
+    in_piece_ += n;
+    if (in_piece_ == kPiece) {
+      add_piece(piece_.digest());
+      piece_.reset();
+    }
+  }
+}
+
+void RecordHash::add_piece(uint64_t piece_hash) {
+  std::array<std::byte, 8> little_endian;
+  for (size_t i = 0; i < little_endian.size(); ++i) little_endian[i] = static_cast<std::byte>(piece_hash >> (8 * i));
+  pieces_.update(little_endian);
+  in_piece_ = 0;
+}
+
+uint64_t RecordHash::digest() {
+  if (in_piece_ > 0) {
+    add_piece(piece_.digest());
+    piece_.reset();
+  }
+  const uint64_t hash = pieces_.digest();
+  pieces_.reset();
+  return hash;
+}
+
+void RecordHash::reset() {
+  piece_.reset();
+  pieces_.reset();
+  in_piece_ = 0;
+}
+
+uint64_t record_hash(std::span<const std::byte> bytes) {
+  RecordHash hash;
+  hash.update(bytes);
+  return hash.digest();
 }
 
 }  // namespace ckptfix

@@ -37,4 +37,34 @@ class Xxh3 {
 /// XXH3-64 (seed 0) of one buffer.
 uint64_t xxh3_64(std::span<const std::byte> bytes);
 
+/// The verification hash of a record's bytes: the XXH3-64 of the XXH3-64s
+/// (8 bytes each, little-endian) of its consecutive pieces of kPiece bytes,
+/// the last one shorter (none for no bytes). Unlike one XXH3 over the whole,
+/// pieces can be hashed on different threads and joined in order: the
+/// writer converts a large record on two cores at once
+/// (storage_pipeline.h), and the read-back hashes the bytes it reads in one
+/// stream. Both ends must use this, never a plain Xxh3.
+class RecordHash {
+ public:
+  static constexpr size_t kPiece = size_t{1} << 20;
+
+  /// Hashes the next bytes, in any sizes.
+  void update(std::span<const std::byte> bytes);
+  /// Joins the hash (xxh3_64) of the next piece, hashed elsewhere: a whole
+  /// one, or the last. Only between pieces (nothing of one given to update()).
+  void add_piece(uint64_t piece_hash);
+  /// The hash of everything so far; it then starts again.
+  uint64_t digest();
+  /// Starts again, forgetting what was given.
+  void reset();
+
+ private:
+  Xxh3 piece_;
+  Xxh3 pieces_;
+  size_t in_piece_ = 0;
+};
+
+/// RecordHash of one buffer.
+uint64_t record_hash(std::span<const std::byte> bytes);
+
 }  // namespace ckptfix

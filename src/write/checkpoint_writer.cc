@@ -139,7 +139,7 @@ SaveResult write_checkpoint(const Checkpoint& checkpoint, ByteSink& sink, const 
   auto add_small = [&](const std::string& name, std::string_view bytes) {
     zip.add(root + name, as_bytes(bytes));
     record(zip.records().back(),
-           options.verify ? std::optional(xxh3_64(as_bytes(bytes))) : std::nullopt, false);
+           options.verify ? std::optional(record_hash(as_bytes(bytes))) : std::nullopt, false);
   };
   add_small("data.pkl", pickled.bytes);
   if (style.format_version) {

@@ -371,7 +371,7 @@ class TensorStreamer {
     sink_.flush();
     const bool hashed = hashing_ && !whole_record;
     std::future<uint64_t> hash = !hashed ? std::future<uint64_t>() : worker_.run([&input, offset, &part, &s] {
-      Xxh3 state;
+      RecordHash state;
       for_each_mapped(input.fd(), input.name(), offset, part.nbytes, s.source.record,
                       [&](std::span<const std::byte> view) { state.update(view); });
       return state.digest();
@@ -472,7 +472,7 @@ class TensorStreamer {
   std::vector<std::byte> in_, out_;
   WrittenBytes unread_written_;
   std::unordered_set<int32_t> checked_;  // storages whose input record's CRC-32 was checked
-  Xxh3 hash_;
+  RecordHash hash_;
   Background worker_;  // last: joined before what its tasks use goes away
 };
 

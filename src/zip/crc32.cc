@@ -1,6 +1,7 @@
 #include "zip/crc32.h"
 
 #include <libdeflate.h>
+#include <zlib.h>
 
 #include "dtype_kernels/cpu_features.h"
 #if CKPTFIX_AVX2_KERNELS
@@ -177,6 +178,11 @@ std::optional<uint32_t> crc32_update_folded(unsigned bits, uint32_t crc, std::sp
 #endif
   (void)bits, (void)crc, (void)data;
   return std::nullopt;
+}
+
+uint32_t crc32_combine(uint32_t crc_a, uint32_t crc_b, uint64_t length_b) {
+  // zlib's: O(log length) multiplications in GF(2), microseconds.
+  return static_cast<uint32_t>(::crc32_combine64(crc_a, crc_b, static_cast<z_off64_t>(length_b)));
 }
 
 uint32_t crc32_update_reference(uint32_t crc, std::span<const std::byte> data) {

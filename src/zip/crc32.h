@@ -17,6 +17,10 @@ namespace ckptfix {
 /// Continues a CRC-32 over `data` (start with 0).
 uint32_t crc32_update(uint32_t crc, std::span<const std::byte> data);
 
+/// The CRC-32 of A followed by B, from A's CRC-32, B's, and B's length: what
+/// lets parts of a record be summed on different threads.
+uint32_t crc32_combine(uint32_t crc_a, uint32_t crc_b, uint64_t length_b);
+
 /// The same by libdeflate alone, for tests.
 uint32_t crc32_update_reference(uint32_t crc, std::span<const std::byte> data);
 

@@ -93,7 +93,7 @@ TEST_F(VerifyTest, AReadBackChecksTheHashWhereOneWasTakenElseTheCrc) {
     const fs::path path = dir_ / "written";
     std::ofstream(path, std::ios::binary).write(reinterpret_cast<const char*>(bytes.data()), static_cast<std::streamsize>(size));
     const uint32_t crc = crc32_update(0, bytes);
-    const uint64_t hash = xxh3_64(bytes);
+    const uint64_t hash = record_hash(bytes);
     ReadBack read_back(path.string(), GpuMode::kOff);
     read_back.check("r", 0, size, crc, hash, std::nullopt);
     read_back.check("r", 0, size, crc, std::nullopt, std::nullopt);

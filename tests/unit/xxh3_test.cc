@@ -5,6 +5,7 @@
 #include <gtest/gtest.h>
 #include <xxhash.h>
 
+#include <algorithm>
 #include <cstdio>
 #include <random>
 #include <vector>
@@ -60,6 +61,49 @@ TEST(Xxh3, PiecesGiveTheWholesHash) {
     }
     EXPECT_EQ(running.digest(), whole) << "pieces of " << piece;
   }
+  running.reset();
+  EXPECT_EQ(running.digest(), library({}));
+}
+
+// The record hash is defined by the library's XXH3: of the little-endian
+// XXH3-64s of the 1 MiB pieces, the last one shorter.
+uint64_t record_hash_by_definition(std::span<const std::byte> data) {
+  std::vector<std::byte> hashes;
+  for (size_t at = 0; at < data.size(); at += RecordHash::kPiece) {
+    const uint64_t h = library(data.subspan(at, std::min(RecordHash::kPiece, data.size() - at)));
+    for (int i = 0; i < 8; ++i) hashes.push_back(static_cast<std::byte>(h >> (8 * i)));
+  }
+  return library(hashes);
+}
+
+TEST(RecordHash, IsTheHashOfThePiecesHashes) {
+  const auto bytes = random_bytes((size_t{3} << 20) + 12345);
+  for (const size_t size : {size_t{0}, size_t{1}, size_t{1000}, RecordHash::kPiece - 1, RecordHash::kPiece,
+                            RecordHash::kPiece + 1, size_t{2} * RecordHash::kPiece, bytes.size()}) {
+    const auto data = std::span<const std::byte>(bytes).first(size);
+    EXPECT_EQ(record_hash(data), record_hash_by_definition(data)) << size;
+  }
+  EXPECT_EQ(record_hash({}), library({}));  // no pieces
+}
+
+TEST(RecordHash, AnyCutGivesTheSameHashAndPiecesHashedElsewhereJoin) {
+  const auto bytes = random_bytes((size_t{3} << 20) + 12345);
+  const uint64_t whole = record_hash(bytes);
+  RecordHash running;
+  for (size_t cut : {size_t{1}, size_t{4095}, size_t{256} << 10, RecordHash::kPiece + 7, bytes.size()}) {
+    for (size_t at = 0; at < bytes.size(); at += cut) {
+      running.update(std::span<const std::byte>(bytes).subspan(at, std::min(cut, bytes.size() - at)));
+    }
+    EXPECT_EQ(running.digest(), whole) << "cut every " << cut;  // and digest() starts again
+  }
+  // Whole pieces hashed apart (other threads) and joined in order, then a
+  // part given as bytes: the same.
+  for (size_t at = 0; at < 2 * RecordHash::kPiece; at += RecordHash::kPiece) {
+    running.add_piece(xxh3_64(std::span<const std::byte>(bytes).subspan(at, RecordHash::kPiece)));
+  }
+  running.update(std::span<const std::byte>(bytes).subspan(2 * RecordHash::kPiece));
+  EXPECT_EQ(running.digest(), whole);
+  running.update(std::span<const std::byte>(bytes).first(10));
   running.reset();
   EXPECT_EQ(running.digest(), library({}));
 }

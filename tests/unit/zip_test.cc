@@ -93,6 +93,23 @@ TEST(Crc32, IsZlibsAtEveryLengthAndAlignment) {
   }
 }
 
+// What lets parts of a record be summed on two threads.
+TEST(Crc32, CombinedPartsGiveTheWholesCrc) {
+  std::mt19937_64 random(7);
+  std::vector<std::byte> bytes((size_t{3} << 20) + 11);
+  for (std::byte& b : bytes) b = static_cast<std::byte>(random());
+  const uint32_t whole = crc32_update(0, bytes);
+  for (size_t part : {size_t{1}, size_t{1000}, size_t{1} << 20, bytes.size()}) {
+    uint32_t crc = 0;
+    for (size_t at = 0; at < bytes.size(); at += part) {
+      const auto piece = std::span<const std::byte>(bytes).subspan(at, std::min(part, bytes.size() - at));
+      crc = crc32_combine(crc, crc32_update(0, piece), piece.size());
+    }
+    EXPECT_EQ(crc, whole) << "parts of " << part;
+  }
+  EXPECT_EQ(crc32_combine(whole, 0, 0), whole);
+}
+
 TEST(ZipWriter, ReproducesTorchsOwnBytes) {
   // Re-writing every record of a torch 1.13 file, in its order, with
   // ckptfix's writer gives back the very same file.
