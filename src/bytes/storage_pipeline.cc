@@ -71,7 +71,8 @@ PipedRecord StoragePipeline::write(const Storage& s, const std::string& name) {
   const uint64_t size = s.output_nbytes();
   const bool large = s.nbytes >= kLarge;
   const bool unread = large && stored_in_file(checkpoint_.input_of(s), s) && ElementTransform(s).identity() && sink_.can_copy_from();
-  zip_.begin(name, size, unread && page_phase_ ? std::optional<uint64_t>(s.source.offset) : std::nullopt);
+  zip_.begin(name, size,
+             unread && page_phase_ ? std::optional(ZipWriter::Phase{s.source.offset, 4096}) : std::nullopt);
   PipedRecord out;
   uint32_t crc = 0;
   bool crc_from_input = false;

@@ -43,7 +43,7 @@ ZipWriter::ZipWriter(ByteSink& sink, uint32_t alignment) : sink_(sink), alignmen
   }
 }
 
-void ZipWriter::begin(const std::string& name, uint64_t size, std::optional<uint64_t> page_phase) {
+void ZipWriter::begin(const std::string& name, uint64_t size, std::optional<Phase> phase) {
   if (in_record_) throw Error(ErrorKind::kInvalidArgument, "zip writer: record '" + name + "' begun inside another");
   if (name.size() > 0xFFFF) throw Error(ErrorKind::kInvalidArgument, "zip writer: record name too long");
   WrittenRecord rec;
@@ -67,8 +67,9 @@ void ZipWriter::begin(const std::string& name, uint64_t size, std::optional<uint
   // FB padding so the data starts aligned (torch's getPadding).
   const uint64_t start = rec.header_offset + 30 + name.size() + extra.size() + 4;
   uint64_t pad = (alignment_ - start % alignment_) % alignment_;
-  if (page_phase && alignment_ <= 4096 && 4096 % alignment_ == 0 && *page_phase % alignment_ == 0) {
-    pad = (*page_phase % 4096 + 4096 - start % 4096) % 4096;
+  if (phase && phase->modulo <= kMaxModulo && (phase->modulo & (phase->modulo - 1)) == 0 &&
+      alignment_ <= phase->modulo && phase->modulo % alignment_ == 0 && phase->offset % alignment_ == 0) {
+    pad = (phase->offset % phase->modulo + phase->modulo - start % phase->modulo) % phase->modulo;
   }
   extra += "FB";
   append_le<uint16_t>(extra, static_cast<uint16_t>(pad));

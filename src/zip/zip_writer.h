@@ -48,13 +48,24 @@ class ZipWriter {
   /// most 65536 (the FB field's length is 16 bits), else Error(kInvalidArgument).
   explicit ZipWriter(ByteSink& sink, uint32_t alignment = kAlignment);
 
+  /// Where a record's data goes beyond torch's alignment: at an offset
+  /// congruent to `offset` modulo `modulo` (a power of two from the
+  /// alignment to kMaxModulo; `offset` a multiple of the alignment).
+  struct Phase {
+    uint64_t offset = 0;
+    uint64_t modulo = 4096;
+  };
+  /// The padding must fit the FB field with the zip64 one: less than 64 KiB.
+  static constexpr uint64_t kMaxModulo = uint64_t{32} << 10;
+
   /// Starts a record of exactly `size` bytes (the size decides zip64 fields
-  /// and padding up front, as torch's writer does). With `page_phase`, the
-  /// data goes at an offset congruent to it modulo 4096 (still aligned):
-  /// a record copied from an input at that phase can then share its whole
-  /// blocks with the input's (XFS, btrfs). Without it, the
-  /// padding is exactly torch's (the least that aligns the data).
-  void begin(const std::string& name, uint64_t size, std::optional<uint64_t> page_phase = std::nullopt);
+  /// and padding up front, as torch's writer does). With `phase`, the data
+  /// goes there (still aligned): a record copied from an input at the same
+  /// page phase can share its whole blocks with the input's (XFS, btrfs); a
+  /// record written at a multiple of 32 KiB fills whole large folios of the
+  /// page cache. A phase the alignment cannot have is ignored. Without it,
+  /// the padding is exactly torch's (the least that aligns the data).
+  void begin(const std::string& name, uint64_t size, std::optional<Phase> phase = std::nullopt);
   /// Appends data to the current record.
   void write(std::span<const std::byte> data);
   /// Accounts for `n` bytes of the current record that were put into the

@@ -110,6 +110,35 @@ TEST(Crc32, CombinedPartsGiveTheWholesCrc) {
   EXPECT_EQ(crc32_combine(whole, 0, 0), whole);
 }
 
+// A phase puts the data where asked, still aligned: a copy's page phase, or a
+// multiple of 32 KiB; one the writer cannot honour gets torch's padding.
+TEST(ZipWriter, PutsARecordsDataAtTheAskedPhase) {
+  MemorySink sink;
+  ZipWriter zip(sink);
+  const std::string data(100, 'x');
+  auto record = [&](const std::string& name, std::optional<ZipWriter::Phase> phase) {
+    zip.begin(name, data.size(), phase);
+    zip.write(as_bytes(data));
+    zip.end();
+    return zip.records().back().data_offset;
+  };
+  EXPECT_EQ(record("a/first", std::nullopt) % 64, 0u);
+  EXPECT_EQ(record("a/page", ZipWriter::Phase{4096 + 640, 4096}) % 4096, 640u);
+  EXPECT_EQ(record("a/folio", ZipWriter::Phase{0, ZipWriter::kMaxModulo}) % ZipWriter::kMaxModulo, 0u);
+  const uint64_t before = sink.position();
+  const uint64_t too_wide = record("a/too_wide", ZipWriter::Phase{0, uint64_t{64} << 10});
+  EXPECT_LT(too_wide - before, 30u + 11 + 4 + 64);  // torch's padding: less than the alignment
+  EXPECT_EQ(too_wide % 64, 0u);
+  EXPECT_EQ(record("a/unaligned", ZipWriter::Phase{100, 4096}) % 64, 0u);  // not a multiple of 64: ignored
+  zip.finish();
+  ZipReader reader = read_zip(sink.bytes());
+  for (const char* name : {"a/first", "a/page", "a/folio", "a/too_wide", "a/unaligned"}) {
+    const ZipEntry* entry = reader.find(name);
+    ASSERT_NE(entry, nullptr) << name;
+    EXPECT_EQ(reader.read_all(*entry, data.size()), data) << name;  // the crc checks too
+  }
+}
+
 TEST(ZipWriter, ReproducesTorchsOwnBytes) {
   // Re-writing every record of a torch 1.13 file, in its order, with
   // ckptfix's writer gives back the very same file.
