@@ -19,14 +19,15 @@ void byteswap_in_place(std::span<std::byte> data, uint32_t unit) {
   for (size_t i = 0; i + unit <= data.size(); i += unit) std::reverse(data.begin() + i, data.begin() + i + unit);
 }
 
-ElementTransform::ElementTransform(const Storage& storage)
+ElementTransform::ElementTransform(const Storage& storage, uint64_t first_element)
     : from_(storage.dtype),
       to_(storage.output_dtype()),
       rules_(storage.cast_rules),
       swap_(storage.big_endian),
       in_size_(element_size(from_)),
       out_size_(element_size(to_)),
-      total_elements_(storage.nbytes / in_size_) {}
+      total_elements_(storage.nbytes / in_size_),
+      next_element_(first_element) {}
 
 size_t ElementTransform::apply(std::span<const std::byte> in, std::byte* out) {
   if (identity()) {

@@ -17,12 +17,16 @@ namespace ckptfix {
 
 class ElementTransform {
  public:
-  explicit ElementTransform(const Storage& storage);
+  /// `first_element`: where in the storage the first apply() starts (a
+  /// part of it transformed on its own; some casts depend on the position).
+  explicit ElementTransform(const Storage& storage, uint64_t first_element = 0);
 
   /// True when the output bytes are the input bytes.
   bool identity() const { return !swap_ && from_ == to_; }
   /// Output bytes for `input_bytes` bytes of input (whole elements).
   size_t output_size(size_t input_bytes) const { return input_bytes / in_size_ * out_size_; }
+  /// Input bytes for `output_bytes` bytes of output (whole elements).
+  size_t input_size(size_t output_bytes) const { return output_bytes / out_size_ * in_size_; }
 
   /// Transforms `in` (whole elements, following the previous call's) into
   /// `out` (room for output_size(in.size()) bytes); returns the bytes written.

@@ -1,6 +1,7 @@
 #include "bytes/storage_pipeline.h"
 
 #include <algorithm>
+#include <atomic>
 #include <memory>
 
 #include "bytes/element_transform.h"
@@ -71,8 +72,16 @@ PipedRecord StoragePipeline::write(const Storage& s, const std::string& name) {
   const uint64_t size = s.output_nbytes();
   const bool large = s.nbytes >= kLarge;
   const bool unread = large && stored_in_file(checkpoint_.input_of(s), s) && ElementTransform(s).identity() && sink_.can_copy_from();
-  zip_.begin(name, size,
-             unread && page_phase_ ? std::optional(ZipWriter::Phase{s.source.offset, 4096}) : std::nullopt);
+  // Records copied unread keep their input's page phase, so that their
+  // blocks can be shared. Other large records start at a multiple of 32 KiB,
+  // so that the page cache takes their writes in large folios: an unverified
+  // cast took 8 % longer with them at a 4 KiB boundary, 12 % at torch's
+  // 64 bytes (ext4, docs/performance.md).
+  std::optional<ZipWriter::Phase> phase;
+  if (page_phase_ && large) {
+    phase = unread ? ZipWriter::Phase{s.source.offset, 4096} : ZipWriter::Phase{0, ZipWriter::kMaxModulo};
+  }
+  zip_.begin(name, size, phase);
   PipedRecord out;
   uint32_t crc = 0;
   bool crc_from_input = false;
@@ -131,6 +140,9 @@ bool StoragePipeline::copy_unread(const Storage& s, uint32_t& crc) {
 
 StoragePipeline::Pumped StoragePipeline::pump(const Storage& s, bool large) {
   ElementTransform transform(s);
+  if (large && !transform.identity() && stored_in_file(checkpoint_.input_of(s), s) && sink_.can_write_at()) {
+    return pump_on_both_threads(s);
+  }
   OutputStage output(sink_, hash_);
   // Large records: the output stage of buffer b runs on the worker while this
   // thread fills the next; `pending[b]` says when it has written them.
@@ -193,6 +205,111 @@ StoragePipeline::Pumped StoragePipeline::pump(const Storage& s, bool large) {
   }
   check_input(s, transform.identity() ? output.crc() : transform.input_crc());
   return {output.crc(), output.hash(), transform.stats()};
+}
+
+// This thread and the worker take windows of the record in turn, each
+// carrying its window through every stage: the mapping, the input's CRC-32,
+// the conversion, the output's CRC-32 and hash, the write at its place (from
+// the core's own cache). Each part's sums are kept apart and joined in order
+// at the end (crc32_combine, RecordHash). Both threads write the one file, so
+// they take turns for its lock in the kernel; a lock of our own (the one that
+// finds it taken converting on) measured slower, its hand-overs sleeping
+// where the kernel's spin. Measured in docs/performance.md.
+StoragePipeline::Pumped StoragePipeline::pump_on_both_threads(const Storage& s) {
+  const InputFile& input = checkpoint_.input_of(s);
+  const ElementTransform shape(s);
+  const uint64_t size = s.output_nbytes();
+  const uint64_t in_size = element_size(s.dtype);
+  // A part is one piece of the record's hash; a window, the parts mapped at once.
+  constexpr uint64_t kPart = RecordHash::kPiece;
+  static_assert(kPart * 8 <= kMappedWindow, "a part's input fits a window (float64 to float8: 8 bytes in, 1 out)");
+  const uint64_t in_part = shape.input_size(kPart);
+  const uint64_t parts = (size + kPart - 1) / kPart;
+  const uint64_t parts_per_window = kMappedWindow / in_part;
+  struct Part {
+    uint32_t input_crc = 0;
+    uint32_t output_crc = 0;
+    uint64_t hash = 0;
+    ConvertStats stats;
+  };
+  std::vector<Part> done(parts);
+  std::array<std::byte, 8> head{};
+  const uint64_t offset = sink_.reserve(size);
+  std::atomic<uint64_t> next_window{0};
+  std::atomic<uint64_t> written{0};
+  std::atomic<bool> stop{false};
+  uint64_t reported = 0;
+  // The next parts to do, [first, last): a window's worth. (Smaller windows
+  // towards the end, for the threads to finish together, cost more mappings
+  // than they saved.)
+  auto claim = [&](uint64_t& first, uint64_t& last) {
+    first = next_window.fetch_add(1) * parts_per_window;
+    last = std::min(parts, first + parts_per_window);
+    return first < parts;
+  };
+  auto work = [&](std::vector<std::byte>& buffer, bool reporting) {
+    try {
+      if (buffer.size() < shape.output_size(kPiece)) buffer.resize(shape.output_size(kPiece));
+      Xxh3 hash;
+      uint64_t first = 0, last = 0;
+      while (!stop.load(std::memory_order_relaxed) && claim(first, last)) {
+        const uint64_t begin = first * in_part;
+        const uint64_t length = std::min(s.nbytes, last * in_part) - begin;
+        for_each_mapped(input.fd(), input.name(), s.source.offset + begin, length, s.source.record,
+                        [&](std::span<const std::byte> window) {
+          if (window.size() != length) throw Error(ErrorKind::kInternal, "a window was mapped in pieces");
+          for (uint64_t p = first; p < last; ++p) {
+            const auto in = window.subspan((p - first) * in_part, std::min<uint64_t>(in_part, s.nbytes - p * in_part));
+            ElementTransform transform(s, p * in_part / in_size);
+            uint64_t at = offset + p * kPart;
+            for (size_t from = 0; from < in.size(); from += kPiece) {
+              const auto bytes = std::span<const std::byte>(
+                  buffer.data(), transform.apply(in.subspan(from, std::min(kPiece, in.size() - from)), buffer.data()));
+              if (p == 0 && from == 0) std::copy_n(bytes.begin(), std::min(bytes.size(), head.size()), head.begin());
+              done[p].output_crc = crc32_update(done[p].output_crc, bytes);
+              if (hash_) hash.update(bytes);
+              sink_.write_at(at, bytes);
+              at += bytes.size();
+            }
+            done[p].input_crc = transform.input_crc();
+            done[p].stats = transform.stats();
+            if (hash_) done[p].hash = hash.digest(), hash.reset();
+            written.fetch_add(at - offset - p * kPart);
+            if (reporting) {
+              const uint64_t now = written.load();
+              wrote(now - std::exchange(reported, now));
+            }
+          }
+        });
+      }
+    } catch (...) {
+      stop = true;  // the other thread stops at its next window
+      throw;
+    }
+  };
+  std::future<void> helper = worker_.run([&] { work(buffers_[1], false); });
+  try {
+    work(buffers_[0], true);
+  } catch (...) {
+    helper.wait();  // it uses what is here
+    throw;
+  }
+  helper.get();
+  wrote(size - reported);
+  zip_.note_direct_head(std::span(head).first(std::min<uint64_t>(size, head.size())));
+  Pumped out;
+  uint32_t input_crc = 0;
+  RecordHash hash;
+  for (uint64_t p = 0; p < parts; ++p) {
+    const uint64_t out_bytes = std::min(kPart, size - p * kPart);
+    input_crc = crc32_combine(input_crc, done[p].input_crc, shape.input_size(out_bytes));
+    out.crc = crc32_combine(out.crc, done[p].output_crc, out_bytes);
+    if (hash_) hash.add_piece(done[p].hash);
+    out.stats += done[p].stats;
+  }
+  if (hash_) out.hash = hash.digest();
+  check_input(s, input_crc);
+  return out;
 }
 
 void StoragePipeline::check_input(const Storage& s, uint32_t actual) const {

@@ -11,6 +11,10 @@
 //    records none, computed from the input on the worker while the sink
 //    copies); they get no XXH3. Nor does anything when the output is not
 //    verified: the XXH3 is made only to be compared with the bytes read back.
+//  * Large converted records stored in the input file, into a file (a sink
+//    that takes write_at): this thread and the worker each take windows of
+//    the record and carry them through every stage, writing each at its
+//    place; their sums are joined in order (pump_on_both_threads).
 //  * Large records otherwise: the input is read through a mapping (inflated
 //    when deflated), transformed on this thread, and the output stage runs on
 //    the worker thread, up to three buffers in flight (with a ReadBack, which
@@ -73,6 +77,7 @@ class StoragePipeline {
   };
   bool copy_unread(const Storage& s, uint32_t& crc);
   Pumped pump(const Storage& s, bool large);
+  Pumped pump_on_both_threads(const Storage& s);
   void read_back(const Storage& s, const WrittenRecord& r, std::optional<uint64_t> hash, bool crc_from_input);
   void check_input(const Storage& s, uint32_t actual) const;
   void wrote(uint64_t n);

@@ -74,6 +74,9 @@ class FileSink final : public ByteSink {
   void flush() override;
   bool can_copy_from() const override { return true; }
   bool copy_from(int fd, uint64_t offset, uint64_t length) override;
+  bool can_write_at() const override { return write_at_; }
+  uint64_t reserve(uint64_t length) override;
+  void write_at(uint64_t offset, std::span<const std::byte> data) override;
   int fd() const { return fd_; }
 
  private:
@@ -89,6 +92,7 @@ class FileSink final : public ByteSink {
   size_t used_ = 0;
   bool clone_supported_ = true;  // FICLONERANGE: until the file system says no
   bool server_copy_;             // copy_file_range: until it says no
+  bool write_at_;                // offered: where two threads writing at once is not slower than one
   bool splice_tried_ = false;
   std::unique_ptr<SpliceCopy> splice_;  // the copy elsewhere (copy_bytes)
 };

@@ -4,8 +4,11 @@
 
 #include <cstddef>
 #include <cstdint>
+#include <cstring>
 #include <span>
 #include <string>
+
+#include "ckptfix/error.h"
 
 namespace ckptfix {
 
@@ -30,18 +33,44 @@ class ByteSink {
     (void)fd, (void)offset, (void)length;
     return false;
   }
+  /// Whether reserve() and write_at() can be used.
+  virtual bool can_write_at() const { return false; }
+  /// Appends a range of `length` bytes to be filled by write_at(), and
+  /// returns its offset. The next write() goes after it.
+  virtual uint64_t reserve(uint64_t length) {
+    (void)length;
+    throw Error(ErrorKind::kInternal, "this output cannot be written at an offset");
+  }
+  /// Writes `data` at `offset`, inside a range reserve() gave. Threads may
+  /// call it at once for different parts of the range.
+  virtual void write_at(uint64_t offset, std::span<const std::byte> data) {
+    (void)offset, (void)data;
+    throw Error(ErrorKind::kInternal, "this output cannot be written at an offset");
+  }
 };
 
-/// Collects everything in memory.
+/// Collects everything in memory; `positional`: it takes write_at() too
+/// (tests: the writer's two-thread path without a file).
 class MemorySink final : public ByteSink {
  public:
+  explicit MemorySink(bool positional = false) : positional_(positional) {}
   void write(std::span<const std::byte> data) override {
     bytes_.append(reinterpret_cast<const char*>(data.data()), data.size());
   }
   uint64_t position() const override { return bytes_.size(); }
+  bool can_write_at() const override { return positional_; }
+  uint64_t reserve(uint64_t length) override {
+    const uint64_t offset = bytes_.size();
+    bytes_.resize(offset + length);
+    return offset;
+  }
+  void write_at(uint64_t offset, std::span<const std::byte> data) override {
+    std::memcpy(bytes_.data() + offset, data.data(), data.size());  // no reallocation meanwhile: disjoint writes are safe
+  }
   const std::string& bytes() const { return bytes_; }
 
  private:
+  bool positional_;
   std::string bytes_;
 };
 

@@ -18,12 +18,11 @@ void for_each_mapped(int fd, const std::string& file, uint64_t offset, uint64_t 
     if (!file.empty()) e.in_file(file);
     return e.at(what);
   };
-  constexpr uint64_t kWindow = uint64_t{8} << 20;
   static const uint64_t page = static_cast<uint64_t>(::sysconf(_SC_PAGESIZE));
   for (uint64_t done = 0; done < size;) {
     const uint64_t start = offset + done;
     const uint64_t aligned = start / page * page;
-    const uint64_t length = std::min(kWindow, size - done);
+    const uint64_t length = std::min(kMappedWindow, size - done);
     const uint64_t mapped = start - aligned + length;
     // Not MAP_POPULATE: the first touches fault the pages in instead, a large
     // folio (or 64 KiB) a fault, under the mapping's own lock. Populating took

@@ -12,8 +12,11 @@
 
 namespace ckptfix {
 
+/// The most for_each_mapped maps at once.
+constexpr uint64_t kMappedWindow = uint64_t{8} << 20;
+
 /// Calls `visit` on consecutive views covering [offset, offset + size) of
-/// `fd`, each at most 8 MiB. Throws Error(kIo) naming `file` (unless empty)
+/// `fd`, each at most kMappedWindow bytes. Throws Error(kIo) naming `file` (unless empty)
 /// and `what` if mapping fails, or if the file shrank while a view was read
 /// (mapping_guard.h: zeros were read where its bytes were lost; what the
 /// visits made of them is to be dropped).

@@ -18,6 +18,16 @@ void write_all(int fd, std::span<const std::byte> data, const std::string& file)
   }
 }
 
+void pwrite_all(int fd, std::span<const std::byte> data, uint64_t offset, const std::string& file) {
+  while (!data.empty()) {
+    const ssize_t n = ::pwrite(fd, data.data(), data.size(), static_cast<off_t>(offset));
+    if (n < 0 && errno == EINTR) continue;
+    if (n < 0) throw system_error("write failed").in_file(file);
+    data = data.subspan(static_cast<size_t>(n));
+    offset += static_cast<uint64_t>(n);
+  }
+}
+
 Error input_ended_during_copy() {
   return Error(ErrorKind::kIo, "the input ended during the copy (was it changed meanwhile?)");
 }

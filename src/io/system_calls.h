@@ -3,6 +3,7 @@
 #pragma once
 
 #include <cstddef>
+#include <cstdint>
 #include <span>
 #include <string>
 
@@ -16,6 +17,8 @@ Error system_error(const std::string& what);
 /// Writes all of `data` to `fd` at its file position, through short and
 /// interrupted writes; throws system_error("write failed") naming `file`.
 void write_all(int fd, std::span<const std::byte> data, const std::string& file);
+/// The same at `offset`, leaving the file position alone (pwrite).
+void pwrite_all(int fd, std::span<const std::byte> data, uint64_t offset, const std::string& file);
 
 /// Error(kIo): an input ended before the range being copied from it did
 /// (the caller, who knows the input, names it).

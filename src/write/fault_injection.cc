@@ -1,5 +1,6 @@
 #include "write/fault_injection.h"
 
+#include <atomic>
 #include <cstdio>
 #include <filesystem>
 #include <memory>
@@ -23,6 +24,14 @@ class FailingSink final : public ByteSink {
   }
   uint64_t position() const override { return inner_.position(); }
   void flush() override { inner_.flush(); }
+  bool can_write_at() const override { return inner_.can_write_at(); }
+  uint64_t reserve(uint64_t length) override { return inner_.reserve(length); }
+  void write_at(uint64_t offset, std::span<const std::byte> data) override {
+    if (offset + data.size() > limit_) {
+      throw Error(ErrorKind::kIo, "write failed: injected fault after " + std::to_string(limit_) + " bytes");
+    }
+    inner_.write_at(offset, data);
+  }
 
  private:
   ByteSink& inner_;
@@ -46,10 +55,16 @@ class InputCuttingSink final : public ByteSink {
     cut();
     return inner_.copy_from(fd, offset, length);
   }
+  bool can_write_at() const override { return inner_.can_write_at(); }
+  uint64_t reserve(uint64_t length) override { return inner_.reserve(length); }
+  void write_at(uint64_t offset, std::span<const std::byte> data) override {
+    inner_.write_at(offset, data);
+    if (offset + data.size() > after_) cut();
+  }
 
  private:
   void cut() {
-    if (std::exchange(cut_, true)) return;
+    if (cut_.exchange(true)) return;  // write_at() may come from two threads
     std::error_code ec;
     std::filesystem::resize_file(input_, 4096, ec);
     if (ec) throw Error(ErrorKind::kInvalidArgument, "input-shrinks-after: cannot cut " + input_.string());
@@ -57,7 +72,7 @@ class InputCuttingSink final : public ByteSink {
   ByteSink& inner_;
   std::filesystem::path input_;
   uint64_t after_;
-  bool cut_ = false;
+  std::atomic<bool> cut_ = false;
 };
 
 // N from "N" or "N:rest" after `prefix` in `fault` (`rest` set to what follows the colon).

@@ -1,0 +1,164 @@
+// The writer's two ways of piping a large converted record
+// (storage_pipeline.h): one thread converting while the worker writes (any
+// sink), or both threads each taking windows of the record through every
+// stage and writing them at their place (a sink that takes write_at, as files
+// do). Both must give the same bytes, CRC-32s, hashes and cast counts for
+// every shape of record: sizes that end inside a part and inside a window,
+// casts that narrow and widen, one whose result depends on the element's
+// position in the storage (float64 to bfloat16); and a write failing part-way
+// must fail the save from either thread. Torch judges the casts themselves
+// (tests/interop/test_casts.py, through files: the two-thread path).
+#include <gtest/gtest.h>
+
+#include <algorithm>
+#include <cstring>
+#include <filesystem>
+#include <random>
+#include <string>
+#include <vector>
+
+#include "bytes/xxh3.h"
+#include "ckptfix/builder.h"
+#include "ckptfix/checkpoint.h"
+#include "ckptfix/passes.h"
+#include "ckptfix/save.h"
+#include "io/byte_sink.h"
+#include "model/checkpoint_impl.h"
+#include "test_support.h"
+#include "write/checkpoint_writer.h"
+#include "write/fault_injection.h"
+#include "zip/crc32.h"
+
+namespace ckptfix {
+namespace {
+
+namespace fs = std::filesystem;
+using test::expect_error;
+using PipelineTest = test::TempDirTest;
+
+// A file holding `count` elements of `dtype` with random bits (NaNs, infinities
+// and subnormals among them) in one storage, and a small storage beside it;
+// in torch 2.6's layout, or with torch 2.7's `.format_version` (whose padding
+// the writer must keep: torch may compute the offsets).
+Checkpoint large_checkpoint(const fs::path& path, DType dtype, uint64_t count, bool format_version = false) {
+  std::mt19937_64 random(count);
+  std::vector<std::byte> large(count * element_size(dtype));
+  for (std::byte& b : large) b = static_cast<std::byte>(random());
+  if (dtype == DType::kFloat64) {  // NaNs at the end, where the conversion depends on the position
+    const uint64_t nan = 0x7FF8000000000123;
+    for (uint64_t i = count - std::min<uint64_t>(count, 20); i < count; ++i) std::memcpy(&large[i * 8], &nan, 8);
+  }
+  std::vector<std::byte> small(16 * element_size(dtype), std::byte{0x3c});
+  Checkpoint built = make_state_dict_checkpoint(
+      {{large.data(), large.size(), dtype, "cpu"}, {small.data(), small.size(), dtype, "cpu"}},
+      {{"large", 0, 0, {static_cast<int64_t>(count)}, {1}}, {"small", 1, 0, {16}, {1}}});
+  impl_of(built).style.format_version = format_version;
+  SaveOptions options;
+  options.verify = false;
+  options.overwrite = true;
+  save(built, path, options);
+  return Checkpoint::open(path);
+}
+
+struct Written {
+  std::string bytes;
+  SaveResult result;
+};
+
+// Writes `checkpoint` into memory: with `positional`, the sink takes
+// write_at and large converted records go through both threads.
+Written write_to_memory(const Checkpoint& checkpoint, bool positional) {
+  MemorySink sink(positional);
+  SaveOptions options;  // verify on: the hashes a read-back compares are made
+  Written w;
+  w.result = write_checkpoint(checkpoint, sink, options);
+  w.bytes = sink.bytes();
+  return w;
+}
+
+TEST_F(PipelineTest, BothThreadsWriteWhatOneThreadWrites) {
+  struct Case {
+    DType from, to;
+    uint64_t count;
+  };
+  const Case cases[] = {
+      {DType::kFloat32, DType::kBFloat16, 5'000'003},     // 3 windows, the last part short
+      {DType::kFloat64, DType::kBFloat16, 1'500'001},     // the result depends on the position
+      {DType::kBFloat16, DType::kFloat32, 3'000'001},     // widens: 16 parts a window
+      {DType::kFloat32, DType::kFloat8E4M3Fn, 2'100'000},  // narrows to a quarter
+      {DType::kFloat16, DType::kBFloat16, (uint64_t{1} << 19) * 3},  // ends on a part's end
+  };
+  for (const Case& c : cases) for (const bool format_version : {false, true}) {
+    SCOPED_TRACE(std::string(dtype_name(c.from)) + " to " + std::string(dtype_name(c.to)) + ", " + std::to_string(c.count) +
+                 (format_version ? ", .format_version" : ""));
+    Checkpoint checkpoint = large_checkpoint(dir_ / "in.pt", c.from, c.count, format_version);
+    PassOptions cast;
+    cast.cast_to = c.to;
+    apply_passes(checkpoint, cast);
+    const Written one = write_to_memory(checkpoint, false);
+    const Written both = write_to_memory(checkpoint, true);
+    ASSERT_TRUE(one.bytes == both.bytes);
+    ASSERT_EQ(one.result.records.size(), both.result.records.size());
+    for (size_t i = 0; i < one.result.records.size(); ++i) {
+      const SaveResult::Record& a = one.result.records[i];
+      const SaveResult::Record& b = both.result.records[i];
+      EXPECT_EQ(a.name, b.name);
+      EXPECT_EQ(a.data_offset, b.data_offset);
+      EXPECT_EQ(a.crc32, b.crc32) << a.name;
+      EXPECT_EQ(a.has_hash, b.has_hash) << a.name;
+      EXPECT_EQ(a.hash, b.hash) << a.name;
+      // And what they say is the bytes' own.
+      const auto bytes = std::as_bytes(std::span(both.bytes)).subspan(b.data_offset, b.size);
+      EXPECT_EQ(b.crc32, crc32_update(0, bytes)) << b.name;
+      EXPECT_EQ(b.hash, record_hash(bytes)) << b.name;
+    }
+    ASSERT_EQ(one.result.storages.size(), both.result.storages.size());
+    for (size_t i = 0; i < one.result.storages.size(); ++i) {
+      EXPECT_EQ(one.result.storages[i].overflowed, both.result.storages[i].overflowed);
+      EXPECT_EQ(one.result.storages[i].flushed, both.result.storages[i].flushed);
+    }
+  }
+}
+
+// Only in torch 2.6's layout: with `.format_version` the padding is torch's.
+TEST_F(PipelineTest, LargeConvertedRecordsStartOnA32KiBBoundary) {
+  Checkpoint checkpoint = large_checkpoint(dir_ / "in.pt", DType::kFloat32, 1'000'000);
+  PassOptions cast;
+  cast.cast_to = DType::kFloat16;
+  apply_passes(checkpoint, cast);
+  const Written w = write_to_memory(checkpoint, true);
+  bool seen = false;
+  for (const WrittenStorage& s : w.result.storages) {
+    for (const SaveResult::Record& r : w.result.records) {
+      if (r.name != s.record) continue;
+      if (r.size >= (uint64_t{1} << 20)) {
+        EXPECT_EQ(r.data_offset % (uint64_t{32} << 10), 0u) << r.name;
+        seen = true;
+      } else {
+        EXPECT_EQ(r.data_offset % 64, 0u) << r.name;  // torch's alignment, torch's padding
+      }
+    }
+  }
+  EXPECT_TRUE(seen);
+}
+
+TEST_F(PipelineTest, AWriteFailingPartWayFailsTheSaveFromEitherThread) {
+  Checkpoint checkpoint = large_checkpoint(dir_ / "in.pt", DType::kFloat32, 5'000'003);
+  PassOptions cast;
+  cast.cast_to = DType::kBFloat16;
+  apply_passes(checkpoint, cast);
+  // Early, middle and late in the record: the window that fails is the
+  // main thread's or the worker's.
+  for (const uint64_t limit : {uint64_t{100'000}, uint64_t{4'000'000}, uint64_t{9'900'000}}) {
+    SCOPED_TRACE(limit);
+    MemorySink memory(true);
+    const std::unique_ptr<ByteSink> failing =
+        fault_seams("write-fails-after:" + std::to_string(limit)).wrap_sink(memory);
+    SaveOptions options;
+    expect_error([&] { write_checkpoint(checkpoint, *failing, options); }, ErrorKind::kIo,
+                 "write failed: injected fault after " + std::to_string(limit) + " bytes");
+  }
+}
+
+}  // namespace
+}  // namespace ckptfix
