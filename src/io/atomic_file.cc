@@ -114,9 +114,8 @@ bool copies_on_a_server(int fd) {
 }
 
 // Whether two threads writing the file at once (write_at) is slower than
-// one: on btrfs an unverified cast took 4-6 % longer so (its inode's lock
-// and extent work shared); on ext4, xfs and tmpfs 5-22 % less
-// (docs/performance.md, "Both threads through every stage").
+// one: on btrfs an unverified cast took 3-7 % longer so, on ext4, xfs and
+// tmpfs 4-21 % less (docs/performance.md, "Both threads through every stage").
 bool one_writer_is_faster(int fd) {
   struct statfs fs {};
   return ::fstatfs(fd, &fs) == 0 && static_cast<unsigned long>(fs.f_type) == 0x9123683EUL;  // btrfs
