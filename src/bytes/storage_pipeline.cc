@@ -140,7 +140,10 @@ bool StoragePipeline::copy_unread(const Storage& s, uint32_t& crc) {
 
 StoragePipeline::Pumped StoragePipeline::pump(const Storage& s, bool large) {
   ElementTransform transform(s);
-  if (large && !transform.identity() && stored_in_file(checkpoint_.input_of(s), s) && sink_.can_write_at()) {
+  // (Whole elements only: a storage with trailing bytes, which torch never
+  // writes, is left to the path that CRCs every byte of it.)
+  if (large && !transform.identity() && stored_in_file(checkpoint_.input_of(s), s) && sink_.can_write_at() &&
+      s.nbytes % element_size(s.dtype) == 0) {
     return pump_on_both_threads(s);
   }
   OutputStage output(sink_, hash_);
@@ -211,7 +214,7 @@ StoragePipeline::Pumped StoragePipeline::pump(const Storage& s, bool large) {
 // carrying its window through every stage: the mapping, the input's CRC-32,
 // the conversion, the output's CRC-32 and hash, the write at its place (from
 // the core's own cache). Each part's sums are kept apart and joined in order
-// at the end (crc32_combine, RecordHash). Both threads write the one file, so
+// at the end (Crc32Join, RecordHash). Both threads write the one file, so
 // they take turns for its lock in the kernel; a lock of our own (the one that
 // finds it taken converting on) measured slower, its hand-overs sleeping
 // where the kernel's spin. Measured in docs/performance.md.
@@ -257,7 +260,9 @@ StoragePipeline::Pumped StoragePipeline::pump_on_both_threads(const Storage& s) 
         const uint64_t length = std::min(s.nbytes, last * in_part) - begin;
         for_each_mapped(input.fd(), input.name(), s.source.offset + begin, length, s.source.record,
                         [&](std::span<const std::byte> window) {
-          if (window.size() != length) throw Error(ErrorKind::kInternal, "a window was mapped in pieces");
+          if (window.size() != length) {
+            throw Error(ErrorKind::kInternal, "a window was mapped in pieces").in_file(input.name()).at(s.source.record);
+          }
           for (uint64_t p = first; p < last; ++p) {
             const auto in = window.subspan((p - first) * in_part, std::min<uint64_t>(in_part, s.nbytes - p * in_part));
             ElementTransform transform(s, p * in_part / in_size);
@@ -300,10 +305,16 @@ StoragePipeline::Pumped StoragePipeline::pump_on_both_threads(const Storage& s) 
   Pumped out;
   uint32_t input_crc = 0;
   RecordHash hash;
+  const Crc32Join after_input(in_part), after_output(kPart);
   for (uint64_t p = 0; p < parts; ++p) {
-    const uint64_t out_bytes = std::min(kPart, size - p * kPart);
-    input_crc = crc32_combine(input_crc, done[p].input_crc, shape.input_size(out_bytes));
-    out.crc = crc32_combine(out.crc, done[p].output_crc, out_bytes);
+    if (p + 1 < parts) {
+      input_crc = after_input(input_crc, done[p].input_crc);
+      out.crc = after_output(out.crc, done[p].output_crc);
+    } else {  // the last part, perhaps shorter
+      const uint64_t out_bytes = size - p * kPart;
+      input_crc = crc32_combine(input_crc, done[p].input_crc, shape.input_size(out_bytes));
+      out.crc = crc32_combine(out.crc, done[p].output_crc, out_bytes);
+    }
     if (hash_) hash.add_piece(done[p].hash);
     out.stats += done[p].stats;
   }

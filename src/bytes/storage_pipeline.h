@@ -56,7 +56,9 @@ class StoragePipeline {
  public:
   /// `page_phase`: records copied unread keep their input's offset
   /// modulo 4096 (more padding than torch's, so that their blocks can be
-  /// shared with the input's where the file system can).
+  /// shared with the input's where the file system can), and other large
+  /// records start at a multiple of 32 KiB (large folios in the page cache).
+  /// Off where torch may compute the offsets (`.format_version`).
   /// `hash`: make the XXH3 of the bytes written, for a verification (always
   /// with a `readback`; without either, nobody would compare it).
   /// `progress` gets the number of bytes each time more are in the sink.

@@ -5,6 +5,7 @@
 #include <new>
 #include <xxhash.h>
 
+#include "ckptfix/error.h"
 #include "dtype_kernels/cpu_features.h"
 #if CKPTFIX_AVX2_KERNELS
 #include "bytes/xxh3_avx2.h"
@@ -47,28 +48,32 @@ void RecordHash::update(std::span<const std::byte> bytes) {
     piece_.update(bytes.first(n));
     bytes = bytes.subspan(n);
     in_piece_ += n;
-    if (in_piece_ == kPiece) {
-      add_piece(piece_.digest());
-      piece_.reset();
-    }
+    if (in_piece_ == kPiece) end_piece();
   }
 }
 
 void RecordHash::add_piece(uint64_t piece_hash) {
-  std::array<std::byte, 8> little_endian;
-  for (size_t i = 0; i < little_endian.size(); ++i) little_endian[i] = static_cast<std::byte>(piece_hash >> (8 * i));
-  pieces_.update(little_endian);
-  in_piece_ = 0;
+  if (in_piece_ != 0) throw Error(ErrorKind::kInternal, "record hash: a piece's hash joined in the middle of a piece");
+  join(piece_hash);
 }
 
 uint64_t RecordHash::digest() {
-  if (in_piece_ > 0) {
-    add_piece(piece_.digest());
-    piece_.reset();
-  }
+  if (in_piece_ > 0) end_piece();
   const uint64_t hash = pieces_.digest();
   pieces_.reset();
   return hash;
+}
+
+void RecordHash::end_piece() {
+  join(piece_.digest());
+  piece_.reset();
+  in_piece_ = 0;
+}
+
+void RecordHash::join(uint64_t piece_hash) {
+  std::array<std::byte, 8> little_endian;
+  for (size_t i = 0; i < little_endian.size(); ++i) little_endian[i] = static_cast<std::byte>(piece_hash >> (8 * i));
+  pieces_.update(little_endian);
 }
 
 void RecordHash::reset() {

@@ -51,7 +51,8 @@ class RecordHash {
   /// Hashes the next bytes, in any sizes.
   void update(std::span<const std::byte> bytes);
   /// Joins the hash (xxh3_64) of the next piece, hashed elsewhere: a whole
-  /// one, or the last. Only between pieces (nothing of one given to update()).
+  /// one, or the last. Only between pieces: after bytes of a piece were
+  /// given to update(), Error(kInternal).
   void add_piece(uint64_t piece_hash);
   /// The hash of everything so far; it then starts again.
   uint64_t digest();
@@ -59,6 +60,9 @@ class RecordHash {
   void reset();
 
  private:
+  void end_piece();
+  void join(uint64_t piece_hash);
+
   Xxh3 piece_;
   Xxh3 pieces_;
   size_t in_piece_ = 0;

@@ -1,7 +1,6 @@
 #include "zip/crc32.h"
 
 #include <libdeflate.h>
-#include <zlib.h>
 
 #include "dtype_kernels/cpu_features.h"
 #if CKPTFIX_AVX2_KERNELS
@@ -180,10 +179,40 @@ std::optional<uint32_t> crc32_update_folded(unsigned bits, uint32_t crc, std::sp
   return std::nullopt;
 }
 
-uint32_t crc32_combine(uint32_t crc_a, uint32_t crc_b, uint64_t length_b) {
-  // zlib's: O(log length) multiplications in GF(2), microseconds.
-  return static_cast<uint32_t>(::crc32_combine64(crc_a, crc_b, static_cast<z_off64_t>(length_b)));
+namespace {
+
+// Polynomials over GF(2) in the CRC's reflected bit order: bit 31 is x^0.
+constexpr uint32_t kReflectedPolynomial = 0xEDB88320;
+constexpr uint32_t kOne = uint32_t{1} << 31;
+
+// a * b modulo the polynomial (zlib 1.2.12's multmodp).
+uint32_t multiply(uint32_t a, uint32_t b) {
+  uint32_t product = 0;
+  for (uint32_t m = kOne; m != 0; m >>= 1) {
+    if ((a & m) != 0) product ^= b;
+    b = (b & 1) != 0 ? (b >> 1) ^ kReflectedPolynomial : b >> 1;
+  }
+  return product;
 }
+
+// x^(8 n) modulo the polynomial: x^8 squared by the bits of n.
+uint32_t shift_by_bytes(uint64_t n) {
+  uint32_t power = kOne >> 8;  // x^8
+  uint32_t result = kOne;
+  for (; n != 0; n >>= 1) {
+    if ((n & 1) != 0) result = multiply(result, power);
+    power = multiply(power, power);
+  }
+  return result;
+}
+
+}  // namespace
+
+Crc32Join::Crc32Join(uint64_t length_b) : shift_(shift_by_bytes(length_b)) {}
+
+uint32_t Crc32Join::operator()(uint32_t crc_a, uint32_t crc_b) const { return multiply(crc_a, shift_) ^ crc_b; }
+
+uint32_t crc32_combine(uint32_t crc_a, uint32_t crc_b, uint64_t length_b) { return Crc32Join(length_b)(crc_a, crc_b); }
 
 uint32_t crc32_update_reference(uint32_t crc, std::span<const std::byte> data) {
   return libdeflate_crc32(crc, data.data(), data.size());

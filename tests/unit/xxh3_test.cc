@@ -11,6 +11,7 @@
 #include <vector>
 
 #include "bytes/xxh3.h"
+#include "ckptfix/error.h"
 #include "dtype_kernels/cpu_features.h"
 
 namespace ckptfix {
@@ -104,6 +105,7 @@ TEST(RecordHash, AnyCutGivesTheSameHashAndPiecesHashedElsewhereJoin) {
   running.update(std::span<const std::byte>(bytes).subspan(2 * RecordHash::kPiece));
   EXPECT_EQ(running.digest(), whole);
   running.update(std::span<const std::byte>(bytes).first(10));
+  EXPECT_THROW(running.add_piece(0), Error);  // not between pieces
   running.reset();
   EXPECT_EQ(running.digest(), library({}));
 }

@@ -98,16 +98,22 @@ TEST(Crc32, CombinedPartsGiveTheWholesCrc) {
   std::mt19937_64 random(7);
   std::vector<std::byte> bytes((size_t{3} << 20) + 11);
   for (std::byte& b : bytes) b = static_cast<std::byte>(random());
-  const uint32_t whole = crc32_update(0, bytes);
-  for (size_t part : {size_t{1}, size_t{1000}, size_t{1} << 20, bytes.size()}) {
-    uint32_t crc = 0;
-    for (size_t at = 0; at < bytes.size(); at += part) {
-      const auto piece = std::span<const std::byte>(bytes).subspan(at, std::min(part, bytes.size() - at));
-      crc = crc32_combine(crc, crc32_update(0, piece), piece.size());
+  for (const size_t size : {size_t{70'001}, bytes.size()}) {
+    const auto data = std::span<const std::byte>(bytes).first(size);
+    const uint32_t whole = crc32_update(0, data);
+    for (size_t part : {size_t{1}, size_t{1000}, size_t{1} << 20, data.size()}) {
+      if (part == 1 && size > 70'001) continue;  // a million joins prove no more
+      uint32_t crc = 0;
+      const Crc32Join join(part);  // one shift for every whole part
+      for (size_t at = 0; at < data.size(); at += part) {
+        const auto piece = data.subspan(at, std::min(part, data.size() - at));
+        crc = piece.size() == part ? join(crc, crc32_update(0, piece)) : crc32_combine(crc, crc32_update(0, piece), piece.size());
+      }
+      EXPECT_EQ(crc, whole) << size << " bytes in parts of " << part;
     }
-    EXPECT_EQ(crc, whole) << "parts of " << part;
+    EXPECT_EQ(crc32_combine(whole, 0, 0), whole);
+    EXPECT_EQ(crc32_combine(0, whole, data.size()), whole);
   }
-  EXPECT_EQ(crc32_combine(whole, 0, 0), whole);
 }
 
 // A phase puts the data where asked, still aligned: a copy's page phase, or a
