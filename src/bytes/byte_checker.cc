@@ -211,4 +211,17 @@ void ReadBack::check(const std::string& record, uint64_t offset, uint64_t size, 
   bytes_ += size;
 }
 
+void ReadBack::check_part(const std::string& record, uint64_t record_offset, uint64_t offset,
+                          std::span<std::byte> buffer, uint64_t hash) const {
+  read_exactly(buffer, offset, record);
+  const uint64_t read = xxh3_64(buffer);
+  if (read != hash) {
+    const uint64_t from = offset - record_offset;
+    throw Error(ErrorKind::kVerification, "the bytes read back differ from the bytes meant to be written in its bytes [" +
+                                              std::to_string(from) + ", " + std::to_string(from + buffer.size()) +
+                                              ") (XXH3 " + hex64(read) + " read, " + hex64(hash) + " expected)")
+        .at(record);
+  }
+}
+
 }  // namespace ckptfix

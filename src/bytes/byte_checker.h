@@ -2,10 +2,12 @@
 // when a CUDA device is usable and wanted, every storage loaded on the
 // device and checked there (the GPU load test, load_test.h). ReadBack is
 // the check of a written file's bytes, the same whether the writer runs it
-// on a record as soon as it is complete or verify_written() on the records
+// on a record as soon as it is complete (or on each part of one that two
+// threads write, as soon as the part is) or verify_written() on the records
 // left at the end.
 #pragma once
 
+#include <atomic>
 #include <cstdint>
 #include <deque>
 #include <functional>
@@ -117,10 +119,23 @@ class ReadBack {
   void check(const std::string& record, uint64_t offset, uint64_t size, std::optional<uint32_t> crc,
              std::optional<uint64_t> hash, std::optional<DType> device_dtype);
 
+  /// For a record that several threads write in parts: reads the part at
+  /// [offset, offset + buffer.size()) into `buffer` and throws
+  /// Error(kVerification) naming `record` and the part's place in it
+  /// (`offset` - `record_offset`) when its XXH3-64 is not `hash`. Any thread
+  /// may call it, several at once. It has no load test: a record the device
+  /// must read goes through check(), in order.
+  void check_part(const std::string& record, uint64_t record_offset, uint64_t offset, std::span<std::byte> buffer,
+                  uint64_t hash) const;
+  /// Counts a record that check_part read back whole.
+  void add_checked(uint64_t size) { bytes_ += size; }
+
   /// The load test's last results compared (ByteChecker::finish_device).
   void finish_device() { checker_.finish_device(); }
 
   uint64_t bytes() const { return bytes_; }
+  /// Whether check() loads storages on a device too (the GPU load test).
+  bool loads_on_device() const { return checker_.gpu_enabled(); }
   const GpuReport& gpu() const { return gpu_; }
 
  private:
@@ -130,7 +145,7 @@ class ReadBack {
   int fd_ = -1;
   GpuReport gpu_;
   ByteChecker checker_;
-  uint64_t bytes_ = 0;
+  std::atomic<uint64_t> bytes_{0};  // added to by the worker's check() and this thread's add_checked()
 };
 
 }  // namespace ckptfix

@@ -92,12 +92,13 @@ PipedRecord StoragePipeline::write(const Storage& s, const std::string& name) {
     crc = p.crc;
     out.hash = p.hash;
     out.stats = p.stats;
+    out.read_back = p.read_back;
   }
   zip_.end(crc);
   out.record = zip_.records().back();
-  // Large records are read back on the worker while the next is written;
+  // Other large records are read back on the worker while the next is written;
   // small ones are left to the final verification pass, which reads them anyway.
-  if (readback_ != nullptr && size >= kLarge) {
+  if (readback_ != nullptr && size >= kLarge && !out.read_back) {
     read_back(s, out.record, out.hash, crc_from_input);
     out.read_back = true;
   }
@@ -250,9 +251,15 @@ StoragePipeline::Pumped StoragePipeline::pump_on_both_threads(const Storage& s) 
     last = std::min(parts, first + parts_per_window);
     return first < parts;
   };
-  auto work = [&](std::vector<std::byte>& buffer, bool reporting) {
+  // Each part is read back as soon as it is written, by the thread that
+  // wrote it, from the page cache (the record hash is made of the parts'
+  // hashes). Records the GPU load test reads go to the worker in order.
+  const bool read_back_here = readback_ != nullptr && !readback_->loads_on_device();
+  const std::string& record = zip_.records().back().name;
+  auto work = [&](std::vector<std::byte>& buffer, std::vector<std::byte>& read_back_buffer, bool reporting) {
     try {
       if (buffer.size() < shape.output_size(kPiece)) buffer.resize(shape.output_size(kPiece));
+      if (read_back_here && read_back_buffer.size() < kPart) read_back_buffer.resize(kPart);
       Xxh3 hash;
       uint64_t first = 0, last = 0;
       while (!stop.load(std::memory_order_relaxed) && claim(first, last)) {
@@ -279,6 +286,11 @@ StoragePipeline::Pumped StoragePipeline::pump_on_both_threads(const Storage& s) 
             done[p].input_crc = transform.input_crc();
             done[p].stats = transform.stats();
             if (hash_) done[p].hash = hash.digest(), hash.reset();
+            if (read_back_here) {
+              const uint64_t part_at = offset + p * kPart;
+              readback_->check_part(record, offset, part_at, std::span(read_back_buffer).first(at - part_at),
+                                    done[p].hash);
+            }
             written.fetch_add(at - offset - p * kPart);
             if (reporting) {
               const uint64_t now = written.load();
@@ -292,9 +304,9 @@ StoragePipeline::Pumped StoragePipeline::pump_on_both_threads(const Storage& s) 
       throw;
     }
   };
-  std::future<void> helper = worker_.run([&] { work(buffers_[1], false); });
+  std::future<void> helper = worker_.run([&] { work(buffers_[1], read_back_buffers_[1], false); });
   try {
-    work(buffers_[0], true);
+    work(buffers_[0], read_back_buffers_[0], true);
   } catch (...) {
     helper.wait();  // it uses what is here
     throw;
@@ -320,6 +332,8 @@ StoragePipeline::Pumped StoragePipeline::pump_on_both_threads(const Storage& s) 
   }
   if (hash_) out.hash = hash.digest();
   check_input(s, input_crc);
+  out.read_back = read_back_here;
+  if (read_back_here) readback_->add_checked(size);
   return out;
 }
 

@@ -23,7 +23,9 @@
 // The input's CRC-32 is checked against the archive's once per record
 // (check_input): a damaged input is refused rather than re-saved. With a
 // ReadBack, each large record is read back from the file on the worker while
-// the next one is written.
+// the next one is written; those that both threads write, part by part by the
+// thread that wrote the part, as soon as it is written (unless the GPU load
+// test must read them, in order).
 #pragma once
 
 #include <array>
@@ -76,6 +78,7 @@ class StoragePipeline {
     uint32_t crc = 0;
     std::optional<uint64_t> hash;
     ConvertStats stats;
+    bool read_back = false;  // every part already read back and checked
   };
   bool copy_unread(const Storage& s, uint32_t& crc);
   Pumped pump(const Storage& s, bool large);
@@ -96,6 +99,7 @@ class StoragePipeline {
   // Kept across records: many small storages must not each allocate them.
   std::vector<std::byte> read_buffer_;
   std::array<std::vector<std::byte>, kBuffers> buffers_;
+  std::array<std::vector<std::byte>, 2> read_back_buffers_;  // one part each, for the two threads
   std::vector<std::future<void>> checks_;
   Background worker_;  // last: joined before anything its tasks use goes away
 };

@@ -18,11 +18,16 @@
 #include <string>
 #include <vector>
 
+#include <fcntl.h>
+#include <unistd.h>
+
+#include "bytes/byte_checker.h"
 #include "bytes/xxh3.h"
 #include "ckptfix/builder.h"
 #include "ckptfix/checkpoint.h"
 #include "ckptfix/passes.h"
 #include "ckptfix/save.h"
+#include "io/atomic_file.h"
 #include "io/byte_sink.h"
 #include "model/checkpoint_impl.h"
 #include "test_support.h"
@@ -188,6 +193,70 @@ TEST_F(PipelineTest, AWriteFailingPartWayFailsTheSave) {
     SaveOptions options;
     expect_error([&] { write_checkpoint(checkpoint, *failing, options); }, ErrorKind::kIo,
                  "write failed: injected fault after " + std::to_string(limit) + " bytes");
+  }
+}
+
+// A file sink that takes write_at on any file system and changes one byte,
+// `damage_at` bytes into the reserved range, as it is written (none: -1).
+class DamagingFileSink final : public ByteSink {
+ public:
+  DamagingFileSink(int fd, const std::string& name, int64_t damage_at) : file_(fd, name), damage_at_(damage_at) {}
+  void write(std::span<const std::byte> data) override { file_.write(data); }
+  uint64_t position() const override { return file_.position(); }
+  void flush() override { file_.flush(); }
+  bool can_write_at() const override { return true; }
+  uint64_t reserve(uint64_t length) override { return reserved_ = file_.reserve(length); }
+  void write_at(uint64_t offset, std::span<const std::byte> data) override {
+    const uint64_t target = reserved_ + static_cast<uint64_t>(damage_at_);
+    if (damage_at_ < 0 || target < offset || target >= offset + data.size()) return file_.write_at(offset, data);
+    std::vector<std::byte> damaged(data.begin(), data.end());
+    damaged[target - offset] ^= std::byte{0x40};
+    file_.write_at(offset, damaged);
+  }
+
+ private:
+  FileSink file_;
+  int64_t damage_at_;
+  uint64_t reserved_ = 0;
+};
+
+// Records that both threads write are read back part by part as they are
+// written, by the thread that wrote each part: all of their bytes, and a
+// part damaged on its way to the file is named, wherever it is.
+TEST_F(PipelineTest, BothThreadsReadBackEveryPartTheyWrite) {
+  Checkpoint checkpoint = large_checkpoint(dir_ / "in.pt", DType::kFloat32, 5'000'003);
+  PassOptions cast;
+  cast.cast_to = DType::kBFloat16;
+  apply_passes(checkpoint, cast);
+  const uint64_t record_size = 5'000'003 * 2;
+  const uint64_t part = uint64_t{1} << 20;
+  // None; in the first part, one in the worker's first window, the last part.
+  for (const int64_t damage_at : {int64_t{-1}, int64_t{5}, int64_t{(5 << 20) + 77}, int64_t{record_size - 1}}) {
+    SCOPED_TRACE(damage_at);
+    const fs::path out = dir_ / "out.pt";
+    const int fd = ::open(out.c_str(), O_RDWR | O_CREAT | O_TRUNC | O_CLOEXEC, 0644);
+    ASSERT_GE(fd, 0);
+    {
+      DamagingFileSink sink(fd, out.string(), damage_at);
+      ReadBack read_back(out.string(), GpuMode::kOff);
+      SaveOptions options;
+      if (damage_at < 0) {
+        const SaveResult result = write_checkpoint(checkpoint, sink, options, &read_back);
+        uint64_t read_back_while_writing = 0;
+        for (const SaveResult::Record& r : result.records) {
+          EXPECT_EQ(r.read_back, r.size >= part) << r.name;
+          if (r.read_back) read_back_while_writing += r.size;
+        }
+        EXPECT_EQ(read_back_while_writing, record_size);
+        EXPECT_EQ(read_back.bytes(), record_size);
+      } else {
+        const uint64_t from = static_cast<uint64_t>(damage_at) / part * part;
+        expect_error([&] { write_checkpoint(checkpoint, sink, options, &read_back); }, ErrorKind::kVerification,
+                     "the bytes read back differ from the bytes meant to be written in its bytes [" +
+                         std::to_string(from) + ", " + std::to_string(std::min(from + part, record_size)) + ") (XXH3 0x");
+      }
+    }
+    ::close(fd);
   }
 }
 
