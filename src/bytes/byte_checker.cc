@@ -8,6 +8,7 @@
 #include <cstdio>
 #include <cstring>
 
+#include "bytes/load_test_opening.h"
 #include "bytes/xxh3.h"
 #include "ckptfix/error.h"
 #include "zip/crc32.h"
@@ -32,7 +33,9 @@ ByteChecker::ByteChecker(GpuMode mode, GpuReport& gpu, ProgressCallback progress
     : gpu_report_(gpu), buffer_(kChunk), progress_(std::move(progress)), total_(total) {
   gpu = plan_gpu(mode);
   if (gpu.status != GpuReport::Status::kOk) return;
-  load_test_ = std::make_unique<LoadTest>(open_cuda_load_test(LoadTest::kSlotBytes, inject_gpu_fault));
+  // Opened beside the caller, which goes on writing: its first storage waits for it.
+  load_test_ = std::make_unique<LoadTest>(
+      open_in_background([inject_gpu_fault] { return open_cuda_load_test(LoadTest::kSlotBytes, inject_gpu_fault); }));
 }
 
 ByteChecker::ByteChecker(std::unique_ptr<LoadTestDevice> device, const std::string& name, GpuReport& gpu)

@@ -5,8 +5,11 @@
 // where one is usable and skip with the reason otherwise.
 #include <gtest/gtest.h>
 
+#include <atomic>
+#include <chrono>
 #include <cstring>
 #include <filesystem>
+#include <future>
 #include <limits>
 #include <random>
 #include <vector>
@@ -18,6 +21,7 @@
 #include "bytes/byte_checker.h"
 #include "bytes/gpu.h"
 #include "bytes/load_test.h"
+#include "bytes/load_test_opening.h"
 #include "stats/stats_kernels.h"
 #include "test_support.h"
 #include "write/fault_injection.h"
@@ -228,6 +232,37 @@ TEST(LoadTestTest, TheReportSaysWhatTheDeviceChecked) {
 TEST(LoadTestTest, AByteChangedOnTheDeviceIsCaughtAndNamed) {
   expect_error([] { check_three(host_load_test(LoadTest::kSlotBytes, true), "host"); }, ErrorKind::kVerification,
                "archive/data/0: the bytes loaded on host differ from the bytes read on the CPU");
+}
+
+// The device opened on a thread of its own (as verification opens CUDA's)
+// is the same device once open; an error opening it is thrown at its first
+// use and at every later one, the end of verification's included.
+TEST(LoadTestTest, ADeviceOpenedInTheBackgroundIsWaitedForAtFirstUse) {
+  std::atomic<bool> opened{false};
+  std::promise<void> go;
+  std::shared_future<void> released = go.get_future().share();
+  auto device = open_in_background([&opened, released] {
+    released.wait_for(std::chrono::seconds(5));  // until the caller has gone on (were it this thread: 5 s, then fail)
+    opened = true;
+    return host_load_test(4096, false);
+  });
+  EXPECT_FALSE(opened.load());
+  go.set_value();
+  expect_device_reads_every_storage(std::move(device), 4096, 300, 300, 11);
+  EXPECT_TRUE(opened.load());
+  expect_error([] { check_three(open_in_background([] { return host_load_test(LoadTest::kSlotBytes, true); }), "host"); },
+               ErrorKind::kVerification, "archive/data/0: the bytes loaded on host differ from the bytes read on the CPU");
+
+  const auto failing = [] {
+    return open_in_background([]() -> std::unique_ptr<LoadTestDevice> {
+      throw Error(ErrorKind::kGpu, "cudaHostAlloc (staging slot): out of memory");
+    });
+  };
+  expect_error([&] { check_three(failing(), "cuda:0"); }, ErrorKind::kGpu, "cudaHostAlloc (staging slot): out of memory");
+  GpuReport report;
+  ByteChecker unused(failing(), "cuda:0", report);  // no storage ever reaches it
+  expect_error([&] { unused.finish_device(); }, ErrorKind::kGpu, "out of memory");
+  expect_error([&] { unused.finish_device(); }, ErrorKind::kGpu, "out of memory");
 }
 
 TEST(LoadTestTest, AStorageAnErrorLeftPartWayIsDroppedNotCompared) {
