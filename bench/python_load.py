@@ -17,7 +17,9 @@ then reads one element of every 4 KiB page of every tensor (on a GPU: a
 sum per tensor, synchronized). The device's context is made first and
 timed apart ("device init"). Reported: seconds of load + touch, GB/s,
 and the process's RssAnon (its own memory, which must stay flat: the
-bytes are the page cache's, mapped) and RssFile after it.
+bytes are the page cache's, mapped) and RssFile after it; and the whole
+process as its parent times it, from exec to exit (for Python peers that
+includes `import torch`; for the C++ loader, loading LibTorch's libraries).
 
   /usr/bin/python3 bench/python_load.py --ckptfix build/ckptfix            # CPU, 1 GiB, 5 rounds
   python3 bench/python_load.py --ckptfix /tmp/b/ckptfix --libtorch-load /tmp/b/bench/ckptfix_libtorch_load \
@@ -29,6 +31,7 @@ import statistics
 import subprocess
 import sys
 import tempfile
+import time
 
 REPO = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 
@@ -115,14 +118,16 @@ def main():
                     command = [args.libtorch_load, target, args.device]
                 else:
                     command = [sys.executable, "-c", RUN, os.path.join(REPO, "python"), peer, target, args.device]
+                began = time.perf_counter()
                 out = subprocess.run(command, env=env, capture_output=True, text=True, check=True)
-                results[peer].append(__import__("json").loads(out.stdout))
+                whole = time.perf_counter() - began
+                results[peer].append(dict(__import__("json").loads(out.stdout), process=whole))
         import torch
         gb = args.size_mib * 2**20 / 1e9
         print(f"# torch {torch.__version__}, Python {sys.version.split()[0]}, {args.size_mib} MiB in {args.tensors} "
               f"tensors, device {args.device}, {args.rounds} rounds (median; first round not counted)")
-        print("| loader | device init, s | load + touch every page, s | GB/s | RssAnon MiB | RssFile MiB | time / torch.load (mmap=True from torch 2.1) |")
-        print("|---|---|---|---|---|---|---|")
+        print("| loader | device init, s | load + touch every page, s | GB/s | RssAnon MiB | RssFile MiB | time / torch.load (mmap=True from torch 2.1) | whole process, s |")
+        print("|---|---|---|---|---|---|---|---|")
         base = [r["seconds"] for r in results["torch"][1:]]
         for peer in peers:
             rows = results[peer][1:]
@@ -131,7 +136,8 @@ def main():
             print(f"| {peer} | {statistics.median(r.get('init', 0) for r in rows):.3f} | "
                   f"{statistics.median(secs):.3f} | {gb / statistics.median(secs):.1f} | "
                   f"{statistics.median(r['anon'] for r in rows) / 2**20:.0f} | "
-                  f"{statistics.median(r['file'] for r in rows) / 2**20:.0f} | {ratio:.2f} |")
+                  f"{statistics.median(r['file'] for r in rows) / 2**20:.0f} | {ratio:.2f} | "
+                  f"{statistics.median(r['process'] for r in rows):.3f} |")
         checks = {peer: results[peer][-1]["check"] for peer in peers}
         if len(set(round(c, 3) for c in checks.values())) != 1:
             print(f"the loaders read different values: {checks}", file=sys.stderr)
