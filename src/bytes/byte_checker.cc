@@ -81,21 +81,27 @@ void ByteChecker::begin(const std::optional<OnDevice>& device, Sum sum) {
 }
 
 void ByteChecker::update(std::span<const std::byte> bytes) {
-  Running& r = *running_;
   for (size_t at = 0; at < bytes.size(); at += kPiece) {
     const auto piece = bytes.subspan(at, std::min(kPiece, bytes.size() - at));
-    if (r.sum == Sum::kXxh3) {
-      r.hash.update(piece);
-    } else {
-      r.crc = crc32_update(r.crc, piece);
-    }
-    if (r.device) {
-      r.expected.update(piece);
-      load_test_->add(piece);  // copied into pinned staging; launched when a slot is full
-    }
+    sum_piece(piece);
+    if (running_->device) load_test_->add(piece);  // copied into pinned staging; launched when a slot is full
   }
-  if (r.device) compare(false);
-  done_ += bytes.size();
+  updated(bytes.size());
+}
+
+void ByteChecker::sum_piece(std::span<const std::byte> piece) {
+  Running& r = *running_;
+  if (r.sum == Sum::kXxh3) {
+    r.hash.update(piece);
+  } else {
+    r.crc = crc32_update(r.crc, piece);
+  }
+  if (r.device) r.expected.update(piece);
+}
+
+void ByteChecker::updated(uint64_t bytes) {
+  if (running_->device) compare(false);
+  done_ += bytes;
   if (progress_) progress_("verifying", done_, total_);
 }
 
@@ -148,6 +154,17 @@ Digest ByteChecker::digest(uint64_t size, const std::function<void(std::span<std
                            const std::optional<OnDevice>& device, Sum sum) {
   begin(device, sum);
   for (uint64_t left = size; left > 0;) {
+    if (running_->device) {
+      // Read straight into the device's staging memory and summed there: a
+      // copy of every byte fewer (0.4-0.5 s of one core for 4 GiB).
+      const std::span<std::byte> into = load_test_->room(std::min<uint64_t>(left, kPiece));
+      read(into);
+      sum_piece(into);
+      load_test_->commit(into.size());
+      updated(into.size());
+      left -= into.size();
+      continue;
+    }
     const size_t n = static_cast<size_t>(std::min<uint64_t>(left, buffer_.size()));
     std::span<std::byte> chunk(buffer_.data(), n);
     read(chunk);
@@ -190,8 +207,9 @@ void ReadBack::check(const std::string& record, uint64_t offset, uint64_t size, 
                                               std::to_string(offset + size))
         .at(record);
   }
-  // By pread into the checker's buffer, which stays in this core's cache
-  // while it is hashed. A mapping of the file's pages would spare the copy,
+  // By pread into the checker's buffer (with the load test, straight into
+  // the device's staging slot), which stays in this core's cache while it
+  // is hashed. A mapping of the file's pages would spare the copy,
   // but costs as much in the kernel (each page mapped and unmapped), and it
   // holds the process's mmap lock, which the converting thread's mappings of
   // the input then wait for: a verified cast took 0.194 s that way, 0.171 s

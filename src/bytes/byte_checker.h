@@ -88,6 +88,8 @@ class ByteChecker {
  private:
   struct Running;
   struct Expected;
+  void sum_piece(std::span<const std::byte> piece);  // into the running sum, and the device's reference
+  void updated(uint64_t bytes);                // compares what came back, reports progress
   void compare(bool wait);
 
   std::unique_ptr<Running> running_;

@@ -204,6 +204,16 @@ void LoadTest::make_room() {
 
 void LoadTest::add(std::span<const std::byte> bytes) {
   while (!bytes.empty()) {
+    const std::span<std::byte> into = room(bytes.size());
+    std::memcpy(into.data(), bytes.data(), into.size());
+    commit(into.size());
+    bytes = bytes.subspan(into.size());
+  }
+}
+
+std::span<std::byte> LoadTest::room(uint64_t most) {
+  if (!in_storage_ || most == 0) throw Error(ErrorKind::kInternal, "LoadTest::room outside a storage or for nothing");
+  for (;;) {
     if (result_in_slot_ < 0) {  // a new part of this storage, in the current slot
       make_room();
       Slot& s = slots_[current_];
@@ -221,19 +231,22 @@ void LoadTest::add(std::span<const std::byte> bytes) {
       }
       s.items.push_back({s.fill, done_ / 4, 0, static_cast<uint32_t>(result_in_slot_), coding_});
     }
-    LoadItem& item = s.items.back();
-    const uint64_t room = std::min<uint64_t>(slot_bytes_ - s.fill, kItemBytes - item.size);
+    const uint64_t room = std::min<uint64_t>(slot_bytes_ - s.fill, kItemBytes - s.items.back().size);
     if (room == 0) {  // the slot is full
       close_part();
       continue;
     }
-    const uint64_t take = std::min<uint64_t>(bytes.size(), room);
-    std::memcpy(device_->staging(current_) + s.fill, bytes.data(), take);
-    s.fill += take;
-    item.size += static_cast<uint32_t>(take);
-    done_ += take;
-    bytes = bytes.subspan(take);
+    room_ = std::min(most, room);
+    return {device_->staging(current_) + s.fill, static_cast<size_t>(room_)};
   }
+}
+
+void LoadTest::commit(uint64_t bytes) {
+  if (bytes > std::exchange(room_, 0)) throw Error(ErrorKind::kInternal, "LoadTest::commit of more than its room");
+  Slot& s = slots_[current_];
+  s.fill += bytes;
+  s.items.back().size += static_cast<uint32_t>(bytes);
+  done_ += bytes;
 }
 
 void LoadTest::close_part() {

@@ -68,6 +68,11 @@ class LoadTest {
   void begin(FloatCoding coding);
   void add(std::span<const std::byte> bytes);
   uint64_t end();
+  /// add() without the copy, for bytes read straight into staging memory:
+  /// room() gives where the storage's next bytes go (at least one, at most
+  /// `most`), and commit(n) takes the first n of them, written there.
+  std::span<std::byte> room(uint64_t most);
+  void commit(uint64_t bytes);
 
   struct Result {
     uint64_t ticket = 0;
@@ -114,6 +119,7 @@ class LoadTest {
   uint64_t done_ = 0;
   int64_t result_in_slot_ = -1;
   bool in_storage_ = false;
+  uint64_t room_ = 0;  // what room() last gave, for commit()
   std::deque<Open> open_;   // by ticket - first_open_
   uint64_t first_open_ = 0;
   std::vector<Result> ready_;

@@ -22,10 +22,12 @@
 #include "bytes/gpu.h"
 #include "bytes/load_test.h"
 #include "bytes/load_test_opening.h"
+#include "bytes/xxh3.h"
 #include "stats/stats_kernels.h"
 #include "test_support.h"
 #include "write/fault_injection.h"
 #include "write/save_seams.h"
+#include "zip/crc32.h"
 
 namespace ckptfix {
 namespace {
@@ -263,6 +265,46 @@ TEST(LoadTestTest, ADeviceOpenedInTheBackgroundIsWaitedForAtFirstUse) {
   ByteChecker unused(failing(), "cuda:0", report);  // no storage ever reaches it
   expect_error([&] { unused.finish_device(); }, ErrorKind::kGpu, "out of memory");
   expect_error([&] { unused.finish_device(); }, ErrorKind::kGpu, "out of memory");
+}
+
+// A read-back with the load test reads each piece straight into the staging
+// slot (LoadTest::room/commit) and sums it there: the same sums as bytes
+// copied in, across items and slots, and a byte changed on the device is
+// still caught.
+TEST(LoadTestTest, BytesReadStraightIntoStagingAreSummedAndLoaded) {
+  const uint64_t sizes[] = {4, 1000, (uint64_t{256} << 10) + 12, (uint64_t{64} << 20) + 100};
+  std::vector<std::byte> bytes(sizes[3]);
+  std::mt19937_64 random(17);
+  for (std::byte& b : bytes) b = static_cast<std::byte>(random());
+  for (const Sum sum : {Sum::kXxh3, Sum::kCrc32}) {
+    GpuReport report;
+    ByteChecker checker(host_load_test(LoadTest::kSlotBytes, false), "host", report);
+    uint64_t total = 0;
+    for (const uint64_t size : sizes) {
+      SCOPED_TRACE(size);
+      const auto expected = std::span<const std::byte>(bytes).first(size);
+      uint64_t at = 0, reads = 0;
+      const Digest d = checker.digest(size, [&](std::span<std::byte> out) {
+        std::memcpy(out.data(), bytes.data() + at, out.size());
+        at += out.size(), ++reads;
+      }, OnDevice{DType::kFloat32, ErrorKind::kVerification, "archive/data/" + std::to_string(size)}, sum);
+      EXPECT_EQ(at, size);
+      EXPECT_GE(reads, size / (uint64_t{256} << 10));
+      if (sum == Sum::kXxh3) EXPECT_EQ(d.hash, record_hash(expected));
+      if (sum == Sum::kCrc32) EXPECT_EQ(d.crc, crc32_update(0, expected));
+      total += size;
+    }
+    checker.finish_device();
+    EXPECT_EQ(report.storages, 4u);
+    EXPECT_EQ(report.bytes, total);
+  }
+  GpuReport report;
+  ByteChecker faulty(host_load_test(LoadTest::kSlotBytes, true), "host", report);
+  expect_error([&] {
+    faulty.digest(sizes[2], [&](std::span<std::byte> out) { std::memset(out.data(), 1, out.size()); },
+                  OnDevice{DType::kFloat32, ErrorKind::kVerification, "archive/data/0"}, Sum::kXxh3);
+    faulty.finish_device();
+  }, ErrorKind::kVerification, "archive/data/0: the bytes loaded on host differ from the bytes read on the CPU");
 }
 
 TEST(LoadTestTest, AStorageAnErrorLeftPartWayIsDroppedNotCompared) {
