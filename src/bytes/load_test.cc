@@ -231,12 +231,12 @@ std::span<std::byte> LoadTest::room(uint64_t most) {
       }
       s.items.push_back({s.fill, done_ / 4, 0, static_cast<uint32_t>(result_in_slot_), coding_});
     }
-    const uint64_t room = std::min<uint64_t>(slot_bytes_ - s.fill, kItemBytes - s.items.back().size);
-    if (room == 0) {  // the slot is full
+    const uint64_t free = std::min<uint64_t>(slot_bytes_ - s.fill, kItemBytes - s.items.back().size);
+    if (free == 0) {  // the slot is full
       close_part();
       continue;
     }
-    room_ = std::min(most, room);
+    room_ = std::min(most, free);
     return {device_->staging(current_) + s.fill, static_cast<size_t>(room_)};
   }
 }
