@@ -13,8 +13,10 @@
 #
 # Time on that machine is short and a run may be cut off, so the steps go
 # in order of what they tell: the build, the tests that use the GPU, the
-# loader bench, the rewrites against cp on a second machine's file systems,
-# the GPU load test's bench, then the rest of the suite. CKPTFIX_GPU_STEPS
+# loader bench, the GPU load test's own report, the rewrites against cp on a
+# second machine's file systems, the GPU load test's bench, then the rest of
+# the suite (which a 560 s call did not finish on 2026-11-27: rerun the
+# tests it did not reach). CKPTFIX_GPU_STEPS
 # (names separated by spaces) runs only those steps after the build, e.g.
 # CKPTFIX_GPU_STEPS="load-bench copy-bench".
 # Each step's output goes to LOG_DIR/STEP.log and one line per step to
@@ -69,6 +71,11 @@ step gpu-tests ctest --test-dir "$BUILD" -j "$(nproc)" --output-on-failure -R "$
 # torch.load(mmap=True) and safetensors: 4 GiB, page cache warm.
 step load-bench "$PYTHON" bench/python_load.py --ckptfix "$BUILD/ckptfix" \
   --libtorch-load "$BUILD/bench/ckptfix_libtorch_load" --device cuda --size-mib 4096 --rounds 3
+
+# The GPU load test in ckptfix's own words (issue 26): one verified 1 GiB
+# job with --gpu require and off, whole-process times and the JSON report's
+# verification.gpu (the device's own time and GB/s).
+step gpu-stage-report "$PYTHON" bench/gpu_stage.py --python "$PYTHON" --ckptfix "$BUILD/ckptfix" --dir "$BUILD"
 
 # The rewrites against cp (issue 36, part 1: <= 1.15x cp verified, <= 1.05x
 # with --no-verify, the cast against cp of its output's size) on this

@@ -1,0 +1,86 @@
+#!/usr/bin/python3
+"""What the GPU load test costs a verified write, in ckptfix's own words
+(issue 26): a state dict saved from DEVICE (default cuda:0; 1 GiB of float32
+in 64 tensors whose keys start with "module."), rewritten by `ckptfix
+strip-prefix --json` with each --gpu mode in turn (default require, then
+off), ROUNDS rounds, fresh outputs, sync before each command. For each mode:
+the whole process's wall time and peak RSS (medians), and from the JSON
+report the final check's seconds (verification.seconds: the pass over the
+finished file; large records were read back while the next was written)
+and the `gpu` object (the device's time for transfers and kernels, GB/s,
+storages), so that a slow GPU stage can be told apart from a slow device.
+
+  python3 bench/gpu_stage.py --ckptfix /tmp/ckptfix-gpu/ckptfix          # the GPU machine (scripts/gpu-check.sh)
+  /usr/bin/python3 bench/gpu_stage.py --ckptfix build/ckptfix --saved-on cpu --modes auto,off   # anywhere
+"""
+import argparse
+import json
+import os
+import statistics
+import subprocess
+import sys
+import tempfile
+import time
+
+
+def run(command):
+    """Wall seconds, peak RSS in MiB and stdout of one command."""
+    began = time.perf_counter()
+    with tempfile.TemporaryFile() as out:
+        child = subprocess.Popen(command, stdout=out, stderr=subprocess.PIPE)
+        _, status, usage = os.wait4(child.pid, 0)
+        seconds = time.perf_counter() - began
+        child.returncode = os.waitstatus_to_exitcode(status)
+        stderr = child.stderr.read().decode()
+        if child.returncode != 0:
+            sys.exit(f"{' '.join(command)} failed ({child.returncode}): {stderr}")
+        out.seek(0)
+        return seconds, usage.ru_maxrss / 1024, out.read().decode()
+
+
+def main():
+    parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    parser.add_argument("--ckptfix", required=True)
+    parser.add_argument("--saved-on", default="cuda:0")
+    parser.add_argument("--size-mib", type=int, default=1024)
+    parser.add_argument("--tensors", type=int, default=64)
+    parser.add_argument("--modes", default="require,off", help="comma-separated --gpu modes")
+    parser.add_argument("--rounds", type=int, default=3)
+    parser.add_argument("--python", default=sys.executable, help="the interpreter whose torch saves the input")
+    parser.add_argument("--dir", default=None, help="where the files go (default: the system's temporary directory)")
+    args = parser.parse_args()
+    # torch runs in a child of its own: a process's peak RSS starts from its
+    # parent's at fork, so this one must not have imported torch.
+    modes = args.modes.split(",")
+    with tempfile.TemporaryDirectory(dir=args.dir, prefix="ckptfix-gpu-stage-") as tmp:
+        src, out = os.path.join(tmp, "in.pt"), os.path.join(tmp, "out.pt")
+        elements = args.size_mib * 2**20 // 4 // args.tensors
+        save = ("import sys, torch; n, count, device, path = int(sys.argv[1]), int(sys.argv[2]), sys.argv[3], sys.argv[4]; "
+                "torch.save({f'module.w{i}': torch.randn(n, device=device) for i in range(count)}, path); "
+                "print(torch.__version__)")
+        version = subprocess.run([args.python, "-c", save, str(elements), str(args.tensors), args.saved_on, src],
+                                 check=True, capture_output=True, text=True).stdout.strip()
+        subprocess.run(["cat", src], stdout=subprocess.DEVNULL, check=True)  # the page cache warm
+        rows = {mode: [] for mode in modes}
+        for _ in range(args.rounds):
+            for mode in modes:
+                if os.path.exists(out):
+                    os.remove(out)
+                os.sync()
+                seconds, rss, stdout = run([args.ckptfix, "strip-prefix", "--json", "--gpu", mode, src, "-o", out])
+                verification = json.loads(stdout)["inputs"][0]["verification"]
+                rows[mode].append((seconds, rss, verification))
+    print(f"# torch {version}, {args.size_mib} MiB in {args.tensors} tensors saved on {args.saved_on}, "
+          f"{args.rounds} rounds (medians), strip-prefix --json")
+    print("| --gpu | whole process, s | peak RSS MiB | final check, s | GPU stage (last round) |")
+    print("|---|---|---|---|---|")
+    for mode in modes:
+        r = rows[mode]
+        gpu = r[-1][2].get("gpu", {})
+        print(f"| {mode} | {statistics.median(x[0] for x in r):.3f} | {statistics.median(x[1] for x in r):.0f} | "
+              f"{statistics.median(x[2].get('seconds', 0) for x in r):.3f} | {json.dumps(gpu)} |")
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
