@@ -26,14 +26,16 @@ import time
 def run(command):
     """Wall seconds, peak RSS in MiB and stdout of one command."""
     began = time.perf_counter()
-    with tempfile.TemporaryFile() as out:
-        child = subprocess.Popen(command, stdout=out, stderr=subprocess.PIPE)
+    # Both streams into files: a pipe nobody reads until the child has
+    # exited would stop a child that writes more than the pipe holds.
+    with tempfile.TemporaryFile() as out, tempfile.TemporaryFile() as err:
+        child = subprocess.Popen(command, stdout=out, stderr=err)
         _, status, usage = os.wait4(child.pid, 0)
         seconds = time.perf_counter() - began
         child.returncode = os.waitstatus_to_exitcode(status)
-        stderr = child.stderr.read().decode()
         if child.returncode != 0:
-            sys.exit(f"{' '.join(command)} failed ({child.returncode}): {stderr}")
+            err.seek(0)
+            sys.exit(f"{' '.join(command)} failed ({child.returncode}): {err.read().decode()}")
         out.seek(0)
         return seconds, usage.ru_maxrss / 1024, out.read().decode()
 

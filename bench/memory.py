@@ -96,21 +96,25 @@ def status_kib(pid):
 
 def measured(command):
     """(wall seconds, ru_maxrss MiB, peak RssAnon MiB, peak RssFile MiB) of one run."""
-    start = time.perf_counter()
-    proc = subprocess.Popen(command, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE)
-    anon = file = 0
-    while True:
-        pid, status, usage = os.wait4(proc.pid, os.WNOHANG)
-        if pid:
-            break
-        s = status_kib(proc.pid)
-        if s:
-            anon, file = max(anon, s[1]), max(file, s[2])
-        time.sleep(0.001)
-    wall = time.perf_counter() - start
-    proc.returncode = os.waitstatus_to_exitcode(status)
-    if proc.returncode != 0:
-        raise SystemExit(f"failed ({proc.returncode}): {' '.join(command)}\n{proc.stderr.read().decode()}")
+    # stderr into a file: a pipe read only after the child has exited would
+    # stop a child that writes more than the pipe holds.
+    with tempfile.TemporaryFile() as err:
+        start = time.perf_counter()
+        proc = subprocess.Popen(command, stdout=subprocess.DEVNULL, stderr=err)
+        anon = file = 0
+        while True:
+            pid, status, usage = os.wait4(proc.pid, os.WNOHANG)
+            if pid:
+                break
+            s = status_kib(proc.pid)
+            if s:
+                anon, file = max(anon, s[1]), max(file, s[2])
+            time.sleep(0.001)
+        wall = time.perf_counter() - start
+        proc.returncode = os.waitstatus_to_exitcode(status)
+        if proc.returncode != 0:
+            err.seek(0)
+            raise SystemExit(f"failed ({proc.returncode}): {' '.join(command)}\n{err.read().decode()}")
     return wall, usage.ru_maxrss / 1024, anon / 1024, file / 1024
 
 
