@@ -156,7 +156,8 @@ Digest ByteChecker::digest(uint64_t size, const std::function<void(std::span<std
   for (uint64_t left = size; left > 0;) {
     if (running_->device) {
       // Read straight into the device's staging memory and summed there: a
-      // copy of every byte fewer (0.4-0.5 s of one core for 4 GiB).
+      // copy of every byte fewer (for 4 GiB, an estimated 0.4-0.5 s of one
+      // core; not yet measured on a GPU: docs/performance.md).
       const std::span<std::byte> into = load_test_->room(std::min<uint64_t>(left, kPiece));
       read(into);
       sum_piece(into);
