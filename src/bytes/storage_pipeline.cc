@@ -211,25 +211,28 @@ StoragePipeline::Pumped StoragePipeline::pump(const Storage& s, bool large) {
   return {output.crc(), output.hash(), transform.stats()};
 }
 
-// This thread and the worker take windows of the record in turn, each
-// carrying its window through every stage: the mapping, the input's CRC-32,
-// the conversion, the output's CRC-32 and hash, the write at its place (from
-// the core's own cache). Each part's sums are kept apart and joined in order
-// at the end (Crc32Join, RecordHash). Both threads write the one file, so
-// they take turns for its lock in the kernel; a lock of our own (the one that
-// finds it taken converting on) measured slower, its hand-overs sleeping
-// where the kernel's spin. Measured in docs/performance.md.
+// This thread and the worker take parts of the record in turn, each
+// carrying its part through every stage: the read (pread into a buffer of
+// the thread's own, a piece at a time, so that the next stages read the
+// core's cache), the input's CRC-32, the conversion, the output's CRC-32 and
+// hash, the write at its place. Each part's sums are kept apart and joined
+// in order at the end (Crc32Join, RecordHash). Both threads write the one
+// file, so they take turns for its lock in the kernel; a lock of our own (the
+// one that finds it taken converting on) measured slower, its hand-overs
+// sleeping where the kernel's spin. Read, not mapped: mapping windows of the
+// input cost each thread page faults, and unmapping them TLB flushes on both
+// cores and (tmpfs) the page lists' lock, more than the copy into the buffer
+// (an unverified cast: 0.84x `cp` of its output against 1.03x on tmpfs, the
+// same on ext4). Measured in docs/performance.md.
 StoragePipeline::Pumped StoragePipeline::pump_on_both_threads(const Storage& s) {
   const InputFile& input = checkpoint_.input_of(s);
   const ElementTransform shape(s);
   const uint64_t size = s.output_nbytes();
   const uint64_t in_size = element_size(s.dtype);
-  // A part is one piece of the record's hash; a window, the parts mapped at once.
+  // A part is one piece of the record's hash, and what a thread takes at once.
   constexpr uint64_t kPart = RecordHash::kPiece;
-  static_assert(kPart * 8 <= kMappedWindow, "a part's input fits a window (float64 to float8: 8 bytes in, 1 out)");
   const uint64_t in_part = shape.input_size(kPart);
   const uint64_t parts = (size + kPart - 1) / kPart;
-  const uint64_t parts_per_window = kMappedWindow / in_part;
   struct Part {
     uint32_t input_crc = 0;
     uint32_t output_crc = 0;
@@ -239,74 +242,58 @@ StoragePipeline::Pumped StoragePipeline::pump_on_both_threads(const Storage& s) 
   std::vector<Part> done(parts);
   std::array<std::byte, 8> head{};
   const uint64_t offset = sink_.reserve(size);
-  std::atomic<uint64_t> next_window{0};
+  std::atomic<uint64_t> next_part{0};
   std::atomic<uint64_t> written{0};
   std::atomic<bool> stop{false};
   uint64_t reported = 0;
-  // The next parts to do, [first, last): a window's worth. (Smaller windows
-  // towards the end, for the threads to finish together, cost more mappings
-  // than they saved.)
-  auto claim = [&](uint64_t& first, uint64_t& last) {
-    first = next_window.fetch_add(1) * parts_per_window;
-    last = std::min(parts, first + parts_per_window);
-    return first < parts;
-  };
   // Each part is read back as soon as it is written, by the thread that
   // wrote it, from the page cache (the record hash is made of the parts'
   // hashes). Records the GPU load test reads go to the worker in order.
   const bool read_back_here = readback_ != nullptr && !readback_->loads_on_device();
   const std::string& record = zip_.records().back().name;
-  auto work = [&](std::vector<std::byte>& buffer, std::vector<std::byte>& read_back_buffer, bool reporting) {
+  auto work = [&](Buffers& own, bool reporting) {
     try {
-      if (buffer.size() < shape.output_size(kPiece)) buffer.resize(shape.output_size(kPiece));
-      if (read_back_here && read_back_buffer.size() < kPart) read_back_buffer.resize(kPart);
+      if (own.input.size() < kPiece) own.input.resize(kPiece);
+      if (own.output.size() < shape.output_size(kPiece)) own.output.resize(shape.output_size(kPiece));
+      if (read_back_here && own.read_back.size() < kPart) own.read_back.resize(kPart);
       Xxh3 hash;
-      uint64_t first = 0, last = 0;
-      while (!stop.load(std::memory_order_relaxed) && claim(first, last)) {
-        const uint64_t begin = first * in_part;
-        const uint64_t length = std::min(s.nbytes, last * in_part) - begin;
-        for_each_mapped(input.fd(), input.name(), s.source.offset + begin, length, s.source.record,
-                        [&](std::span<const std::byte> window) {
-          if (window.size() != length) {
-            throw Error(ErrorKind::kInternal, "a window was mapped in pieces").in_file(input.name()).at(s.source.record);
-          }
-          for (uint64_t p = first; p < last; ++p) {
-            const auto in = window.subspan((p - first) * in_part, std::min<uint64_t>(in_part, s.nbytes - p * in_part));
-            ElementTransform transform(s, p * in_part / in_size);
-            uint64_t at = offset + p * kPart;
-            for (size_t from = 0; from < in.size(); from += kPiece) {
-              const auto bytes = std::span<const std::byte>(
-                  buffer.data(), transform.apply(in.subspan(from, std::min(kPiece, in.size() - from)), buffer.data()));
-              if (p == 0 && from == 0) std::copy_n(bytes.begin(), std::min(bytes.size(), head.size()), head.begin());
-              done[p].output_crc = crc32_update(done[p].output_crc, bytes);
-              if (hash_) hash.update(bytes);
-              sink_.write_at(at, bytes);
-              at += bytes.size();
-            }
-            done[p].input_crc = transform.input_crc();
-            done[p].stats = transform.stats();
-            if (hash_) done[p].hash = hash.digest(), hash.reset();
-            if (read_back_here) {
-              const uint64_t part_at = offset + p * kPart;
-              readback_->check_part(record, offset, part_at, std::span(read_back_buffer).first(at - part_at),
-                                    done[p].hash);
-            }
-            written.fetch_add(at - offset - p * kPart);
-            if (reporting) {
-              const uint64_t now = written.load();
-              wrote(now - std::exchange(reported, now));
-            }
-          }
-        });
+      for (uint64_t p = next_part.fetch_add(1); p < parts && !stop.load(std::memory_order_relaxed);
+           p = next_part.fetch_add(1)) {
+        const uint64_t in_begin = p * in_part;
+        const uint64_t in_length = std::min(in_part, s.nbytes - in_begin);
+        ElementTransform transform(s, in_begin / in_size);
+        uint64_t at = offset + p * kPart;
+        for (uint64_t from = 0; from < in_length; from += kPiece) {
+          const auto in = std::span(own.input).first(std::min<uint64_t>(kPiece, in_length - from));
+          input.read(s.source.offset + in_begin + from, in, s.source.record);
+          const auto bytes = std::span<const std::byte>(own.output.data(), transform.apply(in, own.output.data()));
+          if (p == 0 && from == 0) std::copy_n(bytes.begin(), std::min(bytes.size(), head.size()), head.begin());
+          done[p].output_crc = crc32_update(done[p].output_crc, bytes);
+          if (hash_) hash.update(bytes);
+          sink_.write_at(at, bytes);
+          at += bytes.size();
+        }
+        done[p].input_crc = transform.input_crc();
+        done[p].stats = transform.stats();
+        if (hash_) done[p].hash = hash.digest(), hash.reset();
+        if (read_back_here) {
+          const uint64_t part_at = offset + p * kPart;
+          readback_->check_part(record, offset, part_at, std::span(own.read_back).first(at - part_at), done[p].hash);
+        }
+        written.fetch_add(at - offset - p * kPart);
+        if (reporting) {
+          const uint64_t now = written.load();
+          wrote(now - std::exchange(reported, now));
+        }
       }
     } catch (...) {
-      stop = true;  // the other thread stops at its next window
+      stop = true;  // the other thread stops at its next part
       throw;
     }
   };
-  std::future<void> helper = worker_.run([&] { work(buffers_[1], read_back_buffers_[1], false); });
+  std::future<void> helper = worker_.run([&] { work(both_threads_[1], false); });
   try {
-    work(buffers_[0], read_back_buffers_[0], true);
+    work(both_threads_[0], true);
   } catch (...) {
     helper.wait();  // it uses what is here
     throw;

@@ -99,7 +99,11 @@ class StoragePipeline {
   // Kept across records: many small storages must not each allocate them.
   std::vector<std::byte> read_buffer_;
   std::array<std::vector<std::byte>, kBuffers> buffers_;
-  std::array<std::vector<std::byte>, 2> read_back_buffers_;  // one part each, for the two threads
+  // pump_on_both_threads: each thread's input piece, output piece and part read back.
+  struct Buffers {
+    std::vector<std::byte> input, output, read_back;
+  };
+  std::array<Buffers, 2> both_threads_;
   std::vector<std::future<void>> checks_;
   Background worker_;  // last: joined before anything its tasks use goes away
 };
