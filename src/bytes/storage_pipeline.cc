@@ -222,8 +222,9 @@ StoragePipeline::Pumped StoragePipeline::pump(const Storage& s, bool large) {
 // sleeping where the kernel's spin. Read, not mapped: mapping windows of the
 // input cost each thread page faults, and unmapping them TLB flushes on both
 // cores and (tmpfs) the page lists' lock, more than the copy into the buffer
-// (an unverified cast: 0.84x `cp` of its output against 1.03x on tmpfs, the
-// same on ext4). Measured in docs/performance.md.
+// (an unverified cast: 0.84x `cp` of its output against 1.03x on tmpfs;
+// on ext4 the same for an input torch has just written, 1.03x against 1.22x
+// for one whose page cache aged). Measured in docs/performance.md.
 StoragePipeline::Pumped StoragePipeline::pump_on_both_threads(const Storage& s) {
   const InputFile& input = checkpoint_.input_of(s);
   const ElementTransform shape(s);

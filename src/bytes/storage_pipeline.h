@@ -12,9 +12,10 @@
 //    copies); they get no XXH3. Nor does anything when the output is not
 //    verified: the XXH3 is made only to be compared with the bytes read back.
 //  * Large converted records stored in the input file, into a file (a sink
-//    that takes write_at): this thread and the worker each take windows of
-//    the record and carry them through every stage, writing each at its
-//    place; their sums are joined in order (pump_on_both_threads).
+//    that takes write_at): this thread and the worker each take 1 MiB parts
+//    of the record and carry them through every stage (read with pread, a
+//    piece at a time), writing each at its place; their sums are joined in
+//    order (pump_on_both_threads).
 //  * Large records otherwise: the input is read through a mapping (inflated
 //    when deflated), transformed on this thread, and the output stage runs on
 //    the worker thread, up to three buffers in flight (with a ReadBack, which

@@ -126,10 +126,10 @@ bool one_writer_is_faster(int fd) {
 // allocated reserves them one by one (delayed allocation: its extent cache,
 // its free-block and quota counters), under the file's lock that the two
 // writers of write_at() take turns for; to blocks allocated beforehand
-// (unwritten extents) it is the copy alone. An unverified cast took 0.89x
-// `cp` of its output so against 1.14x without, an unread copy 0.70x `cp`
-// against 0.97x; on tmpfs, which zeroes the pages it allocates, and on xfs
-// it was slower (docs/performance.md, "Blocks allocated first").
+// (unwritten extents) it is the copy alone. An unverified cast took 0.87x
+// `cp` of its output so against 1.10x without, unread copies 0.63-0.67x
+// `cp` against 0.92-0.96x; on tmpfs, which zeroes the pages it allocates,
+// and on xfs it was slower (docs/performance.md, "Blocks allocated first").
 bool allocating_first_is_faster(int fd) {
   struct statfs fs {};
   return ::fstatfs(fd, &fs) == 0 && static_cast<unsigned long>(fs.f_type) == 0xEF53UL;  // ext2/3/4
