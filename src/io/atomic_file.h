@@ -67,8 +67,8 @@ class AtomicFile {
 /// A buffered sink on a file descriptor.
 class FileSink final : public ByteSink {
  public:
-  /// `allocate_first`: reserve() and copy_from() allocate their range's
-  /// blocks before writing it, where the file system writes faster so.
+  /// `allocate_first`: expect() allocates the range's blocks before it is
+  /// written, where the file system writes faster so.
   FileSink(int fd, std::string name, bool allocate_first = false);
   ~FileSink() override;
   void write(std::span<const std::byte> data) override;
@@ -76,6 +76,7 @@ class FileSink final : public ByteSink {
   void flush() override;
   bool can_copy_from() const override { return true; }
   bool copy_from(int fd, uint64_t offset, uint64_t length) override;
+  void expect(uint64_t length) override;
   bool can_write_at() const override { return write_at_; }
   uint64_t reserve(uint64_t length) override;
   void write_at(uint64_t offset, std::span<const std::byte> data) override;
@@ -86,7 +87,6 @@ class FileSink final : public ByteSink {
   void copy_through_buffer(int fd, uint64_t offset, uint64_t length);
   bool copy_in_kernel(int fd, uint64_t offset, uint64_t length);
   bool clone_blocks(int fd, uint64_t offset, uint64_t length);
-  void allocate(uint64_t offset, uint64_t length);
 
   int fd_;
   std::string name_;
@@ -96,7 +96,7 @@ class FileSink final : public ByteSink {
   bool clone_supported_ = true;  // FICLONERANGE: until the file system says no
   bool server_copy_;             // copy_file_range: until it says no
   bool write_at_;                // offered: where two threads writing at once is not slower than one
-  bool allocate_first_;          // bulk ranges get their blocks in one call first (fallocate)
+  bool allocate_first_;          // expect() allocates the range's blocks in one call (fallocate)
   bool splice_tried_ = false;
   std::unique_ptr<SpliceCopy> splice_;  // the copy elsewhere (copy_bytes)
 };

@@ -33,6 +33,10 @@ class ByteSink {
     (void)fd, (void)offset, (void)length;
     return false;
   }
+  /// Says that the next `length` bytes written (by write(), by write_at()
+  /// into the range reserve() gives, or by copy_from()) are one bulk range:
+  /// a record's data, a file's tensors. A sink may make room for them first.
+  virtual void expect(uint64_t length) { (void)length; }
   /// Whether reserve() and write_at() can be used.
   virtual bool can_write_at() const { return false; }
   /// Appends a range of `length` bytes to be filled by write_at(), and

@@ -24,6 +24,7 @@ class FailingSink final : public ByteSink {
   }
   uint64_t position() const override { return inner_.position(); }
   void flush() override { inner_.flush(); }
+  void expect(uint64_t length) override { inner_.expect(length); }
   bool can_write_at() const override { return inner_.can_write_at(); }
   uint64_t reserve(uint64_t length) override { return inner_.reserve(length); }
   void write_at(uint64_t offset, std::span<const std::byte> data) override {
@@ -55,6 +56,7 @@ class InputCuttingSink final : public ByteSink {
     cut();
     return inner_.copy_from(fd, offset, length);
   }
+  void expect(uint64_t length) override { inner_.expect(length); }
   bool can_write_at() const override { return inner_.can_write_at(); }
   uint64_t reserve(uint64_t length) override { return inner_.reserve(length); }
   void write_at(uint64_t offset, std::span<const std::byte> data) override {

@@ -526,6 +526,9 @@ double write_file(const CheckpointImpl& impl, FilePlan& file, ByteSink& sink, ui
   for (const PlannedTensor& p : file.tensors) entries.push_back(p.entry);
   const std::string header = encode_safetensors_header(entries, file.metadata);
   sink.write(as_bytes(header));
+  uint64_t data_size = 0;  // the tensors' bytes, after the header
+  for (const SafetensorsEntry& e : entries) data_size = std::max(data_size, e.end);
+  sink.expect(data_size);
   TensorStreamer streamer(impl, sink, /*hash=*/readback != nullptr, [&](uint64_t n) {
     done += n;
     if (progress) progress("writing", done, total);

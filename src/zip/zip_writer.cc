@@ -13,6 +13,10 @@ namespace {
 constexpr uint64_t k32 = 0xFFFFFFFF;
 constexpr uint16_t kFlagsWithDescriptor = 0x0808;
 constexpr uint16_t kFlagsNoDescriptor = 0x0800;
+// Records from this size on are announced to the sink (ByteSink::expect),
+// which may make room for their bytes first; below it, a call per record
+// would cost more than it saves.
+constexpr uint64_t kBulkRecord = uint64_t{1} << 20;
 
 void put(ByteSink& sink, const std::string& bytes) { sink.write(as_bytes(bytes)); }
 
@@ -90,6 +94,7 @@ void ZipWriter::begin(const std::string& name, uint64_t size, std::optional<Phas
   header += name;
   header += extra;
   put(sink_, header);
+  if (size >= kBulkRecord) sink_.expect(size);
   rec.data_offset = sink_.position();
   records_.push_back(std::move(rec));
   in_record_ = true;
