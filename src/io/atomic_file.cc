@@ -98,10 +98,8 @@ void sync_directory(const std::filesystem::path& dir) {
 // Ceph, FUSE file systems that implement it), without the bytes crossing
 // the network. Elsewhere it is the kernel's splice through a 64 KiB pipe,
 // slower than ours (docs/performance.md, "Copy speed on four file systems").
-bool copies_on_a_server(int fd) {
-  struct statfs fs {};
-  if (::fstatfs(fd, &fs) != 0) return false;
-  switch (static_cast<unsigned long>(fs.f_type)) {
+bool copies_on_a_server(unsigned long file_system) {
+  switch (file_system) {
     case 0x6969UL:      // NFS
     case 0xFF534D42UL:  // CIFS
     case 0xFE534D42UL:  // SMB2
@@ -116,10 +114,7 @@ bool copies_on_a_server(int fd) {
 // Whether two threads writing the file at once (write_at) is slower than
 // one: on btrfs an unverified cast took 3-7 % longer so, on ext4, xfs and
 // tmpfs 4-21 % less (docs/performance.md, "Both threads through every stage").
-bool one_writer_is_faster(int fd) {
-  struct statfs fs {};
-  return ::fstatfs(fd, &fs) == 0 && static_cast<unsigned long>(fs.f_type) == 0x9123683EUL;  // btrfs
-}
+bool one_writer_is_faster(unsigned long file_system) { return file_system == 0x9123683EUL; }  // btrfs
 
 // Whether blocks allocated in one call (fallocate) before a range is
 // written make the writes quicker. On ext4, a write to blocks not yet
@@ -131,9 +126,12 @@ bool one_writer_is_faster(int fd) {
 // `cp` against 0.92-0.96x, one thread writing 512 MiB 0.157 s against
 // 0.191 s; on tmpfs, which zeroes the pages it allocates, and on xfs it was
 // slower (docs/performance.md, "Blocks allocated first").
-bool allocating_first_is_faster(int fd) {
+bool allocating_first_is_faster(unsigned long file_system) { return file_system == 0xEF53UL; }  // ext2/3/4
+
+// The magic number of the file system `fd` is on (statfs(2)); 0 if unknown.
+unsigned long file_system_of(int fd) {
   struct statfs fs {};
-  return ::fstatfs(fd, &fs) == 0 && static_cast<unsigned long>(fs.f_type) == 0xEF53UL;  // ext2/3/4
+  return ::fstatfs(fd, &fs) == 0 ? static_cast<unsigned long>(fs.f_type) : 0;
 }
 
 }  // namespace
@@ -141,10 +139,12 @@ bool allocating_first_is_faster(int fd) {
 FileSink::FileSink(int fd, std::string name, bool allocate_first)
     : fd_(fd),
       name_(std::move(name)),
-      buffer_(new std::byte[kBufferSize]),
-      server_copy_(copies_on_a_server(fd)),
-      write_at_(!one_writer_is_faster(fd)),
-      allocate_first_(allocate_first && allocating_first_is_faster(fd)) {}
+      buffer_(new std::byte[kBufferSize]) {
+  const unsigned long file_system = file_system_of(fd);
+  server_copy_ = copies_on_a_server(file_system);
+  write_at_ = !one_writer_is_faster(file_system);
+  allocate_first_ = allocate_first && allocating_first_is_faster(file_system);
+}
 
 FileSink::~FileSink() = default;
 
