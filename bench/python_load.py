@@ -8,7 +8,9 @@ by torch.save; also saved as safetensors when the judge has it), each round
 runs, each in a new Python process that imports torch first (not timed):
 
   torch      torch.load(path, mmap=True, map_location=DEVICE, weights_only=True)
-  ckptfix    ckptfix.load(path, map_location=DEVICE)
+  ckptfix-mmap  ckptfix.load(path, map_location=DEVICE, mmap=True)
+  torch-copy torch.load(path, map_location=DEVICE, weights_only=True) (the default: tensors own their memory)
+  ckptfix    ckptfix.load(path, map_location=DEVICE) (the default: tensors own their memory)
   safetensors safetensors.torch.load_file(path.safetensors, device=DEVICE)
   libtorch   (with --libtorch-load BIN) ckptfix::torch::load_state_dict in a C++
              process (bench/libtorch_load.cc; its start, with no Python, timed apart)
@@ -17,7 +19,8 @@ then reads one element of every 4 KiB page of every tensor (on a GPU: a
 sum per tensor, synchronized). The device's context is made first and
 timed apart ("device init"). Reported: seconds of load + touch, GB/s,
 and the process's RssAnon (its own memory, which must stay flat: the
-bytes are the page cache's, mapped) and RssFile after it; and the whole
+bytes are the page cache's, mapped, for the mapping peers; the copying
+peers own what they load) and RssFile after it; and the whole
 process as its parent times it, from exec to exit (for Python peers that
 includes `import torch`; for the C++ loader, loading LibTorch's libraries).
 
@@ -57,9 +60,11 @@ start = time.perf_counter()
 if peer == "torch":
     mmap = tuple(int(p) for p in torch.__version__.split("+")[0].split(".")[:2]) >= (2, 1)  # mmap=True since 2.1
     sd = torch.load(path, map_location=device, weights_only=True, **({"mmap": True} if mmap else {}))
-elif peer == "ckptfix":
+elif peer == "torch-copy":
+    sd = torch.load(path, map_location=device, weights_only=True)
+elif peer in ("ckptfix", "ckptfix-mmap"):
     import ckptfix
-    sd = ckptfix.load(path, map_location=device)
+    sd = ckptfix.load(path, map_location=device, mmap=peer == "ckptfix-mmap")
 else:
     from safetensors.torch import load_file
     sd = load_file(path, device=device)
@@ -99,13 +104,14 @@ def main():
     parser.add_argument("--dir", default=None, help="where the checkpoint is written (default: a temp dir)")
     parser.add_argument("--libtorch-load", default=None, help="bench/libtorch_load.cc's binary: the C++ loader too")
     parser.add_argument("--peers", default=None,
-                        help="comma-separated subset of torch,ckptfix,safetensors,libtorch (torch is always run)")
+                        help="comma-separated subset of torch,ckptfix-mmap,torch-copy,ckptfix,safetensors,libtorch "
+                             "(torch is always run)")
     args = parser.parse_args()
     env = dict(os.environ, CKPTFIX_BIN=os.path.abspath(args.ckptfix))
     with tempfile.TemporaryDirectory(dir=args.dir, prefix="ckptfix-bench-") as tmp:
         path = os.path.join(tmp, "sd.pt")
         has_st = make(path, args.size_mib, args.tensors)
-        peers = ["torch", "ckptfix"] + (["safetensors"] if has_st else []) + (["libtorch"] if args.libtorch_load else [])
+        peers = ["torch", "ckptfix-mmap", "torch-copy", "ckptfix"] + (["safetensors"] if has_st else []) + (["libtorch"] if args.libtorch_load else [])
         if args.peers:
             wanted = set(args.peers.split(",")) | {"torch"}  # the ratios are to torch.load
             peers = [p for p in peers if p in wanted]

@@ -3,7 +3,8 @@ unpickled. `ckptfix layout` (the binary's reader) says where each tensor's
 bytes are; this module maps those files and has torch wrap the bytes."""
 from __future__ import annotations
 
-import mmap
+import ctypes
+import mmap as mmap_module
 import os
 import tempfile
 from typing import TYPE_CHECKING, Any, Callable, Dict, List, Mapping, Optional, Union
@@ -21,15 +22,16 @@ MapLocation = Union[None, str, "torch.device", Mapping[str, Union[str, "torch.de
 
 
 def load(path: Union[str, "os.PathLike[str]"], *, map_location: MapLocation = "cpu", key: Optional[str] = None,
-         strip_prefix: Optional[str] = None, dtype: Optional["torch.dtype"] = None) -> Dict[str, "torch.Tensor"]:
+         strip_prefix: Optional[str] = None, dtype: Optional["torch.dtype"] = None,
+         mmap: bool = False) -> Dict[str, "torch.Tensor"]:
     """The state dict of a checkpoint, as tensors of this Python's torch.
 
     Reads torch.save files (zip and legacy), safetensors files, Hugging Face
     shard sets (an index file) and distributed checkpoints (a directory)
-    without unpickling anything: ckptfix's reader parses the file, and torch
-    only wraps its bytes, from a private memory map of the file (zero-copy
-    where a storage is stored aligned and little-endian; otherwise ckptfix
-    copies it, converted, into a temporary file first).
+    without unpickling anything: ckptfix's reader parses the file and says
+    where each storage's bytes are (where a storage is not stored aligned
+    and little-endian, ckptfix first copies it, converted, into a temporary
+    file), and torch gets those bytes.
 
     path: the checkpoint.
     map_location: as torch.load's: a device for every tensor ("cpu", "cuda:1",
@@ -43,6 +45,16 @@ def load(path: Union[str, "os.PathLike[str]"], *, map_location: MapLocation = "c
     strip_prefix: remove this prefix ("module.") from every key that has it.
     dtype: cast floating tensors to it (torch's own Tensor.to, so
         bit-identical to it); others stay as they are.
+    mmap: as torch.load's. False (the default, as torch.load's): CPU
+        tensors own their memory, read from the file, and nothing of the
+        file stays mapped, so the file may be overwritten (torch.save to
+        the same path) while they live. True: CPU tensors are views of a
+        private, copy-on-write mapping of the file (no copy; writing them
+        changes memory, never the file), and, as with
+        torch.load(mmap=True), the file must not be truncated or
+        overwritten in place while they live (reading a page of a
+        truncated file kills the process with SIGBUS). Onto a GPU it
+        changes nothing: the bytes are copied to the device either way.
 
     Returns the entries in the file's order: dtype, shape, stride, storage
     offset and requires_grad as saved (torch.nn.Parameter where the file
@@ -59,7 +71,8 @@ def load(path: Union[str, "os.PathLike[str]"], *, map_location: MapLocation = "c
     with tempfile.TemporaryDirectory(prefix="ckptfix-load-") as stage:
         layout = run_json(args + ["--stage", stage])
         # Mapped before the directory goes: a mapping outlives its file's name.
-        return tensors_of(layout, torch, device_rule(map_location, torch), strip_prefix=strip_prefix, dtype=dtype)
+        return tensors_of(layout, torch, device_rule(map_location, torch), strip_prefix=strip_prefix, dtype=dtype,
+                          mmap=mmap)
 
 
 def device_rule(map_location: MapLocation, torch: Any) -> Callable[[str], "torch.device"]:
@@ -137,47 +150,90 @@ class Staging:
 
 def tensors_of(layout: Dict[str, Any], torch: Any, device_for: Callable[[str], "torch.device"], *,
                strip_prefix: Optional[str] = None, dtype: Optional["torch.dtype"] = None,
-               staging_bytes: int = STAGING_BYTES, stage_cpu: bool = False) -> Dict[str, "torch.Tensor"]:
+               staging_bytes: int = STAGING_BYTES, stage_cpu: bool = False,
+               mmap: bool = False) -> Dict[str, "torch.Tensor"]:
     """The tensors `ckptfix layout` describes. `stage_cpu` sends CPU targets
-    through Staging too (for tests of the GPU path's logic on the CPU)."""
+    through Staging too (for tests of the GPU path's logic on the CPU).
+    `mmap`: CPU tensors are views of the mapped files, else read into
+    memory of their own."""
     mappings: Dict[str, Any] = {}
+    files: Dict[str, int] = {}
 
     def mapped(path: str) -> Any:
         m = mappings.get(path)
         if m is None:
             with open(path, "rb") as f:
                 # Private and copy-on-write: writable tensors, the file untouched.
-                m = mmap.mmap(f.fileno(), 0, access=mmap.ACCESS_COPY)
+                m = mmap_module.mmap(f.fileno(), 0, access=mmap_module.ACCESS_COPY)
             mappings[path] = m
         return m
+
+    def read(path: str, offset: int, nbytes: int) -> "torch.Tensor":
+        fd = files.get(path)
+        if fd is None:
+            fd = files[path] = os.open(path, os.O_RDONLY | getattr(os, "O_CLOEXEC", 0))
+        return read_into_new_tensor(torch, fd, path, offset, nbytes)
 
     # One uint8 tensor per storage, on its device: every view of a storage is a view of it.
     bases: List["torch.Tensor"] = []
     stagings: Dict[str, Staging] = {}
-    for s in layout["storages"]:
-        nbytes = s["nbytes"]
-        if nbytes == 0:
-            host = torch.empty(0, dtype=torch.uint8)
-        else:
-            host = torch.frombuffer(mapped(s["file"]), dtype=torch.uint8, count=nbytes, offset=s["offset"])
-        device = device_for(s["location"])
-        if device.type == "cpu" and not stage_cpu:
-            bases.append(host)
-            continue
-        try:
-            target = torch.empty(nbytes, dtype=torch.uint8, device=device)
-        except (RuntimeError, AssertionError) as e:  # a CPU-only torch asserts it has no CUDA
-            raise CheckpointError("'{}': storage '{}' was saved on '{}' and goes to '{}', which this torch cannot "
-                                  "use ({}); choose map_location".format(layout.get("path"), s["key"], s["location"],
-                                                                          device, str(e).splitlines()[0]))
-        staging = stagings.get(str(device))
-        if staging is None:
-            staging = stagings[str(device)] = Staging(device, staging_bytes, torch)
-        staging.copy(host, target)
-        bases.append(target)
-    for staging in stagings.values():
-        staging.finish()
+    try:
+        for s in layout["storages"]:
+            nbytes = s["nbytes"]
+            device = device_for(s["location"])
+            on_cpu = device.type == "cpu" and not stage_cpu
+            if nbytes == 0:
+                host = torch.empty(0, dtype=torch.uint8)
+            elif on_cpu and not mmap:
+                host = read(s["file"], s["offset"], nbytes)
+            else:
+                host = torch.frombuffer(mapped(s["file"]), dtype=torch.uint8, count=nbytes, offset=s["offset"])
+            if on_cpu:
+                bases.append(host)
+                continue
+            bases.append(to_device(torch, host, device, s, layout, stagings, staging_bytes))
+        for staging in stagings.values():
+            staging.finish()
+    finally:
+        for fd in files.values():
+            os.close(fd)
+    return typed_tensors(layout, torch, bases, strip_prefix=strip_prefix, dtype=dtype)
 
+
+def read_into_new_tensor(torch: Any, fd: int, path: str, offset: int, nbytes: int) -> "torch.Tensor":
+    """`nbytes` bytes of the open file `fd` at `offset`, in a new uint8 tensor
+    that owns its memory (read straight into it: one copy, from the page cache)."""
+    tensor = torch.empty(nbytes, dtype=torch.uint8)
+    view = memoryview((ctypes.c_ubyte * nbytes).from_address(tensor.data_ptr())).cast("B")
+    done = 0
+    while done < nbytes:
+        n = os.preadv(fd, [view[done:]], offset + done)
+        if n <= 0:
+            raise CheckpointError("'{}': the file ended at byte {} while reading {} bytes at offset {}; it changed "
+                                  "while being loaded".format(path, offset + done, nbytes, offset))
+        done += n
+    return tensor
+
+
+def to_device(torch: Any, host: "torch.Tensor", device: "torch.device", s: Dict[str, Any], layout: Dict[str, Any],
+              stagings: Dict[str, "Staging"], staging_bytes: int) -> "torch.Tensor":
+    """A storage's bytes copied onto `device`, through that device's staging buffers."""
+    try:
+        target = torch.empty(s["nbytes"], dtype=torch.uint8, device=device)
+    except (RuntimeError, AssertionError) as e:  # a CPU-only torch asserts it has no CUDA
+        raise CheckpointError("'{}': storage '{}' was saved on '{}' and goes to '{}', which this torch cannot "
+                              "use ({}); choose map_location".format(layout.get("path"), s["key"], s["location"],
+                                                                      device, str(e).splitlines()[0]))
+    staging = stagings.get(str(device))
+    if staging is None:
+        staging = stagings[str(device)] = Staging(device, staging_bytes, torch)
+    staging.copy(host, target)
+    return target
+
+
+def typed_tensors(layout: Dict[str, Any], torch: Any, bases: List["torch.Tensor"], *,
+                  strip_prefix: Optional[str], dtype: Optional["torch.dtype"]) -> Dict[str, "torch.Tensor"]:
+    """The tensors of the layout, each a view of its storage's bytes in `bases`."""
     typed: Dict[Any, "torch.Tensor"] = {}  # (storage, dtype name) -> the storage as that type, cast if asked
     made: Dict[int, "torch.Tensor"] = {}  # one object per tensor of the pickle, as torch.load gives
     out: Dict[str, "torch.Tensor"] = {}

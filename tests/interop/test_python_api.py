@@ -22,6 +22,7 @@ Run:  python3 tests/interop/test_python_api.py [--ckptfix PATH]
 """
 import io
 import os
+import subprocess
 import sys
 import unittest
 
@@ -115,6 +116,49 @@ class PythonLoadTest(support.ScratchDirTest):
         # Writable, and writing goes to memory, never the file.
         before = support.sha256(path)
         next(v for v in sd.values() if v.numel() and v.is_floating_point()).detach().add_(1)
+        self.assertEqual(support.sha256(path), before)
+
+    def test_by_default_tensors_own_their_memory_as_torch_loads_do(self):
+        """Issue 50: `sd = ckptfix.load(p); sd[k] += 1; torch.save(sd, p)` died with SIGBUS and left p
+        empty, since the tensors were views of a mapping of p, which torch.save truncates. By default,
+        as torch.load's, CPU tensors own their memory and nothing of the file stays mapped; mmap=True
+        maps it, as torch.load(mmap=True) does."""
+        for source in ("plain_state_dict.pt", "legacy_state_dict.pt", "torch2.14/safetensors/st_names.safetensors"):
+            with self.subTest(file=source):
+                path = self.path("rt" + os.path.splitext(source)[1])
+                with open(support.fixture(source), "rb") as f, open(path, "wb") as g:
+                    g.write(f.read())
+                # In a child, so that a SIGBUS fails this test instead of ending the run.
+                script = (
+                    "import sys, torch\n"
+                    "sys.path.insert(0, {python!r})\n"
+                    "import ckptfix\n"
+                    "sd = ckptfix.load({path!r})\n"
+                    "maps = open('/proc/self/maps').read()\n"
+                    "assert {path!r} not in maps, 'the file is still mapped'\n"
+                    "k = next(k for k, v in sd.items() if v.is_floating_point() and v.numel())\n"
+                    "with torch.no_grad():\n"
+                    "    sd[k] += 1\n"
+                    "torch.save(sd, {out!r})\n"
+                    "torch.save(sd, {path!r})\n"  # the same path: truncated and written while sd lives
+                    "print(k)\n").format(python=os.path.join(support.REPO, "python"), path=path,
+                                          out=self.path("expected.pt"))
+                proc = subprocess.run([sys.executable, "-c", script], capture_output=True, text=True)
+                self.assertEqual(proc.returncode, 0, proc.stderr[-2000:])
+                key = proc.stdout.strip().splitlines()[-1]
+                saved = torch.load(path, weights_only=False)
+                self.assertEqual(tc.compare(torch.load(self.path("expected.pt"), weights_only=False), saved), [])
+                original = tc.load_trusted(support.fixture(source)) if not source.endswith(".safetensors") else None
+                if original is not None:
+                    self.assertTrue(torch.equal(saved[key], original[key] + 1), key)
+        # mmap=True: views of the mapped file, as torch.load(mmap=True) gives; writing them changes memory only.
+        path = support.fixture("plain_state_dict.pt")
+        before = support.sha256(path)
+        mapped = ckptfix.load(path, mmap=True)
+        with open("/proc/self/maps") as f:
+            self.assertIn(os.path.realpath(path), f.read())
+        self.assert_same(tc.load_trusted(path, map_location="cpu"), mapped, "mmap=True")
+        next(v for v in mapped.values() if v.is_floating_point() and v.numel()).detach().add_(1)
         self.assertEqual(support.sha256(path), before)
 
     def test_safetensors_and_dcp(self):
