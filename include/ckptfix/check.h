@@ -36,8 +36,10 @@ struct CheckOptions {
   /// The dicts to check ('/'-separated paths); empty: the state dicts
   /// outside optimizer states (the rules of passes.h).
   std::vector<std::string> keys;
-  /// Every record's CRC-32 must match (the whole file is read).
-  bool crc = false;
+  /// Every record's CRC-32 must match (the whole file is read first; a
+  /// damaged record is what torch.load and every rewrite refuse, so it is
+  /// checked unless turned off).
+  bool crc = true;
   /// No tensor may hold NaN or an infinity (every tensor is read; stats.h).
   bool finite = false;
   /// How the file is opened (limits).
@@ -50,6 +52,16 @@ struct CheckOptions {
 struct CheckViolation {
   std::string where;  ///< "global 'numpy.dtype'", "key 'fc.weight'", "opcode FRAME", a record, or "structure"
   std::string what;   ///< "is outside the weights_only allowlist of torch.load (known data)"
+  /// For the rules a file breaks one key at a time (device, no_prefixes,
+  /// dtypes): the same violation as one of many, so that a report can say
+  /// it once for all of them ("18 keys start with 'module.'"). Violations
+  /// with equal `nouns` and `what_of_many` belong together.
+  struct OneOfMany {
+    std::string nouns;         ///< "keys", "storages"
+    std::string name;          ///< the key or storage alone: "state_dict/module.fc.weight"
+    std::string what_of_many;  ///< "start with 'module.'", "saved on 'cuda:0', not 'cpu'"
+  };
+  std::optional<OneOfMany> one_of_many;  ///< unset for the rules broken once per file
 };
 
 /// What check_file found.

@@ -18,10 +18,16 @@ struct DiffOptions {
   /// rule, with NaN equal to NaN); both 0 means exact.
   double atol = 0;
   double rtol = 0;  ///< relative tolerance (see atol)
-  /// Match keys ignoring this prefix at the start of every path element.
-  std::optional<std::string> strip_prefix;
+  /// Match keys ignoring these prefixes at the start of every path element
+  /// (each removed once, in order, as the passes' strip_prefixes).
+  std::vector<std::string> strip_prefixes;
   /// Match keys ignoring any chain of known wrapper prefixes (module., _orig_mod., ...).
   bool strip_wrappers = false;
+  /// Compare only the tensors inside the dicts at these '/'-separated paths
+  /// ("state_dict", "model/ema"), in both files, as the passes' `keys`
+  /// choose dicts; empty: every tensor of both files. A path that names
+  /// nothing, or not a dict, in either file is Error(kInvalidArgument).
+  std::vector<std::string> keys;
   /// Do not count dtype (or device) differences as differences; values are
   /// still compared, in float64.
   bool ignore_dtype = false;
@@ -64,6 +70,9 @@ struct DiffReport {
 
 /// Compares every tensor position of `a` and `b`. Reads tensor bytes in
 /// chunks (a non-contiguous view reads the part of its storage it spans).
+/// Two contiguous tensors of one dtype are compared by their bytes first,
+/// and element by element only in the chunks whose bytes differ: equal
+/// bytes are equal values under any tolerance (NaN equals NaN here).
 DiffReport diff_checkpoints(const Checkpoint& a, const Checkpoint& b, const DiffOptions& options = {});
 
 }  // namespace ckptfix

@@ -66,8 +66,10 @@ void check_devices(const CheckOptions& options, const Checkpoint& ck, std::vecto
   for (size_t i = 0; i < ck.storages().size(); ++i) {
     const StorageInfo& s = ck.storages()[i];
     if (s.location == options.device) continue;
-    found.push_back({first_key[i].empty() ? "storage '" + s.key + "'" : "key '" + first_key[i] + "'",
-                     "saved on '" + s.location + "', not '" + options.device + "'"});
+    const bool keyed = !first_key[i].empty();
+    const std::string what = "saved on '" + s.location + "', not '" + options.device + "'";
+    found.push_back({keyed ? "key '" + first_key[i] + "'" : "storage '" + s.key + "'", what,
+                     CheckViolation::OneOfMany{keyed ? "keys" : "storages", keyed ? first_key[i] : s.key, what}});
   }
 }
 
@@ -101,7 +103,9 @@ void check_dicts(const CheckOptions& options, const Checkpoint& ck, std::vector<
         if (!k->is_str() || k->text.compare(0, prefix.size(), prefix) != 0) continue;
         Path path = d.path;
         path.push_back(k->text);
-        found.push_back({"key '" + path_to_string(path) + "'", "starts with '" + prefix + "'"});
+        const std::string name = path_to_string(path);
+        found.push_back({"key '" + name + "'", "starts with '" + prefix + "'",
+                         CheckViolation::OneOfMany{"keys", name, "start with '" + prefix + "'"}});
       }
     }
   }
@@ -113,8 +117,8 @@ void check_dicts(const CheckOptions& options, const Checkpoint& ck, std::vector<
     if (!is_floating(dtype) || std::find(options.dtypes.begin(), options.dtypes.end(), dtype) != options.dtypes.end()) {
       continue;
     }
-    found.push_back({"key '" + t.where + "'", "is " + std::string(dtype_name(dtype)) + ", allowed: " +
-                                                  comma_list(allowed_names)});
+    const std::string rule = std::string(dtype_name(dtype)) + ", allowed: " + comma_list(allowed_names);
+    found.push_back({"key '" + t.where + "'", "is " + rule, CheckViolation::OneOfMany{"keys", t.where, "are " + rule}});
   }
 }
 

@@ -85,6 +85,15 @@ std::vector<Input> expand_inputs(const BatchArgs& args) {
     }
     if (ec) throw Error(ErrorKind::kIo, "cannot list directory: " + ec.message()).in_file(arg);
     std::sort(found.begin(), found.end(), [](const Input& a, const Input& b) { return a.path < b.path; });
+    if (found.empty()) {
+      // Nothing to do is not success: a gate over a wrong or empty
+      // directory must not pass silently.
+      std::string names;
+      for (const std::string& g : globs) names += (names.empty() ? "" : ", ") + g;
+      out.push_back({arg, "", "no checkpoint found under this directory (files named " + names +
+                                  ", or distributed checkpoint directories; --glob chooses other names)"});
+      continue;
+    }
     out.insert(out.end(), found.begin(), found.end());
   }
   return out;
@@ -131,7 +140,9 @@ BatchResult run_batch(const std::vector<Input>& inputs, const BatchArgs& args, c
   auto flush_in_order = [&] {
     while (next_to_print < inputs.size() && done[next_to_print]) {
       const Outcome& o = result.outcomes[next_to_print++];
-      if (!args.json && !o.out.empty()) std::cout << o.out << std::flush;
+      // Quiet: nothing on success; a failure's text (check's violations) and errors still.
+      const bool print_out = !args.json && !o.out.empty() && (!args.quiet || o.status == OutcomeStatus::kFailed);
+      if (print_out) std::cout << o.out << std::flush;
       std::string err = o.err;
       if (args.quiet && o.status != OutcomeStatus::kFailed) err.clear();
       if (!err.empty()) display.print(err);

@@ -1,12 +1,15 @@
 // ckptfix check FILE... [--allow-global PATTERN]... [--device D]
-// [--no-prefix P]... [--dtype T,...] [--crc] [--key PATH]...: a gate for CI
-// and pre-commit hooks. Writes nothing; lists every violation as
-// "FILE: WHERE: WHAT" and exits 1 when there is any. By default a file
-// passes when it opens and the default torch.load (weights_only=True, torch
-// >= 2.6) would load it: every global on torch's allowlist (or trusted with
-// --allow-global), every pickle opcode in torch's weights_only subset; of the
-// newest torch ckptfix models, or of each release --torch names.
+// [--no-prefix P]... [--dtype T,...] [--no-crc] [--key PATH]... [--all]: a
+// gate for CI and pre-commit hooks. Writes nothing; lists the violations as
+// "FILE: WHERE: WHAT" and exits 1 when there is any; a rule broken by many
+// keys is one line with their count and a few of them (--all: a line each).
+// By default a file passes when every record's CRC-32 is right, it opens,
+// and the default torch.load (weights_only=True, torch >= 2.6) would load
+// it: every global on torch's allowlist (or trusted with --allow-global),
+// every pickle opcode in torch's weights_only subset; of the newest torch
+// ckptfix models, or of each release --torch names.
 #include <algorithm>
+#include <map>
 
 #include "ckptfix/check.h"
 #include "ckptfix/error.h"
@@ -25,11 +28,55 @@ struct CheckArgs {
   std::vector<std::string> dtypes;
   std::vector<std::string> allow_globals;
   bool safe = false;  // the default since globals are judged by an allowlist; kept for old scripts
-  bool crc = false;
+  bool crc = false;   // the default since issue 50; kept for old scripts
+  bool no_crc = false;
+  bool all = false;   // a line for every violation, not one per rule broken by many keys
   bool finite = false;
   std::vector<std::string> keys;
   std::vector<std::string> torch;  // --torch 2.6,2.11,2.14
 };
+
+// Examples a grouped line names before "and N more".
+constexpr size_t kExamples = 3;
+
+// The text lines of `violations` for FILE (already printable): one per
+// violation, except that the violations of a rule broken by several keys
+// (CheckViolation::one_of_many) are one line, with their count and the first
+// few keys, unless `all`.
+std::string violation_lines(const std::string& file, const std::vector<CheckViolation>& violations, bool all) {
+  struct Group {
+    const CheckViolation* first;
+    std::vector<std::string> names;
+  };
+  std::vector<Group> groups;
+  std::map<std::pair<std::string, std::string>, size_t> index;  // (nouns, what_of_many) -> group
+  for (const CheckViolation& v : violations) {
+    if (all || !v.one_of_many) {
+      groups.push_back({&v, {}});
+      continue;
+    }
+    const auto [it, added] = index.emplace(std::make_pair(v.one_of_many->nouns, v.one_of_many->what_of_many),
+                                           groups.size());
+    if (added) groups.push_back({&v, {}});
+    groups[it->second].names.push_back(v.one_of_many->name);
+  }
+  std::string out;
+  for (const Group& g : groups) {
+    const CheckViolation& v = *g.first;
+    if (g.names.size() < 2) {
+      out += file + ": " + printable(v.where) + ": " + printable(v.what) + "\n";
+      continue;
+    }
+    out += file + ": " + std::to_string(g.names.size()) + " " + v.one_of_many->nouns + " " +
+           printable(v.one_of_many->what_of_many) + ": ";
+    for (size_t i = 0; i < std::min(kExamples, g.names.size()); ++i) {
+      out += (i ? ", '" : "'") + printable(g.names[i]) + "'";
+    }
+    if (g.names.size() > kExamples) out += " and " + std::to_string(g.names.size() - kExamples) + " more (--all lists them)";
+    out += "\n";
+  }
+  return out;
+}
 
 int run(const CheckArgs& args) {
   CheckOptions options;
@@ -41,7 +88,7 @@ int run(const CheckArgs& args) {
     options.no_prefixes = args.no_prefix;
     for (const std::string& d : args.dtypes) options.dtypes.push_back(parse_user_dtype(d, "--dtype"));
     options.keys = args.keys;
-    options.crc = args.crc;
+    options.crc = !args.no_crc;
     options.finite = args.finite;
     for (const std::string& v : args.torch) options.torch.push_back(parse_user_torch(v));
     validate_check_options(options);
@@ -72,9 +119,10 @@ int run(const CheckArgs& args) {
       }
       violations = std::move(report.violations);
     } catch (const Error& thrown) {
-      // A file that does not open (damaged, dangerous, not a checkpoint) fails
-      // the gate, with the usual error line too (and, when damaged, what
-      // salvage could recover).
+      // A file that does not open (damaged, dangerous, not a checkpoint)
+      // fails the gate: its error line (with, when damaged, what salvage
+      // could recover) is printed once, on stderr; the JSON report has it
+      // as its violation too.
       const Error e = with_salvage_hint(thrown, input.path, options.open);
       o = failed_outcome(input, e);
       violations.push_back({e.location().empty() ? "structure" : e.location(), e.message()});
@@ -82,21 +130,22 @@ int run(const CheckArgs& args) {
       o = failed_outcome(input, e);
       violations.push_back({"structure", o.doc["error"].get<std::string>()});
     }
+    const bool opened = o.err.empty();
     o.doc["path"] = input.path;
     o.doc["violations"] = nlohmann::json::array();
+    for (const CheckViolation& v : violations) o.doc["violations"].push_back({{"where", v.where}, {"what", v.what}});
     // Keys come from the file: printed, they are made printable, so that no
     // key can end a line and forge another ("model.pt: ok").
     const std::string shown_path = printable(input.path);
-    for (const CheckViolation& v : violations) {
-      o.doc["violations"].push_back({{"where", v.where}, {"what", v.what}});
-      o.out += shown_path + ": " + printable(v.where) + ": " + printable(v.what) + "\n";
-    }
+    if (opened) o.out = violations.empty() ? shown_path + ": ok\n" : violation_lines(shown_path, violations, args.all);
     o.status = violations.empty() ? OutcomeStatus::kOk : OutcomeStatus::kFailed;
-    o.exit_code = violations.empty() ? kExitOk : kExitFailed;
+    o.exit_code = violations.empty() ? kExitOk : std::max(o.exit_code, kExitFailed);
     o.doc["status"] = status_name(o.status);
-    if (violations.empty()) o.out = shown_path + ": ok\n";
-    const bool refused_by_torch = o.doc.contains("weights_only") && !o.doc["weights_only"]["loads"].get<bool>();
-    if (refused_by_torch && !violations.empty()) {
+    // The hint, where torch.load's refusal is among the violations (not all trusted with --allow-global).
+    const bool refused_by_torch = std::any_of(violations.begin(), violations.end(), [](const CheckViolation& v) {
+      return v.where.rfind("global '", 0) == 0 || v.where.rfind("opcode ", 0) == 0;
+    });
+    if (refused_by_torch && opened && !args.batch.quiet) {
       o.err += "ckptfix: hint: 'ckptfix weights-only " + shown_path + " -o OUT' rewrites what torch.load refuses\n";
     }
     return o;
@@ -124,7 +173,11 @@ CommandRun register_check(CLI::App& app) {
                   "gadgets are refused regardless")
       ->allow_extra_args(false);
   cmd->add_flag("--safe", args->safe, "Accepted for old scripts: the weights_only allowlist is now the default");
-  cmd->add_flag("--crc", args->crc, "Every record's CRC-32 must be right");
+  cmd->add_flag("--no-crc", args->no_crc,
+                "Do not read the whole file to check every record's CRC-32 (checked by default)");
+  cmd->add_flag("--crc", args->crc, "Accepted for old scripts: every record's CRC-32 is checked by default");
+  cmd->add_flag("--all", args->all,
+                "A line for every violation (by default, a rule broken by several keys is one line naming a few)");
   cmd->add_flag("--finite", args->finite, "No tensor may hold NaN or an infinity (every tensor is read)");
   cmd->add_option("--key", args->keys, "Check the dicts at these paths instead of the state dicts (repeatable)")
       ->allow_extra_args(false);

@@ -1,7 +1,11 @@
-// ckptfix diff A B [--atol X] [--rtol Y] [--strip-prefix[=P]] [--json]:
-// which tensors differ between two checkpoints, and by how much.
+// ckptfix diff A B [--atol X] [--rtol Y] [--key PATH]... [--strip-prefix[=P]]...
+// [--auto-prefix] [--all] [--json] [-q]: which tensors differ between two
+// checkpoints, and by how much. Keys and prefixes are chosen as `fix`
+// chooses them; a difference many keys share is one line with their count
+// and a few of them (--all: a line each).
 #include <cstdio>
 #include <iostream>
+#include <map>
 
 #include <nlohmann/json.hpp>
 
@@ -15,10 +19,29 @@ namespace {
 struct DiffArgs {
   std::string a, b;
   DiffOptions options;
-  std::vector<std::string> strip;  // --strip-prefix[=P]
   bool json = false;
+  bool quiet = false;
+  bool all = false;
   std::vector<std::string> limits;  // --limit NAME=VALUE
 };
+
+// Examples a grouped line names before "and N more".
+constexpr size_t kExamples = 3;
+
+// Lines "LABEL: key" for each key, or, unless `all`, one line for several:
+// "LABEL: N keys: 'a', 'b', 'c' and M more (--all lists them)".
+std::string grouped(const std::string& label, const std::vector<std::string>& keys, bool all) {
+  if (keys.empty()) return "";
+  std::string out;
+  if (all || keys.size() == 1) {
+    for (const std::string& k : keys) out += label + ": " + printable(k) + "\n";
+    return out;
+  }
+  out = label + ": " + std::to_string(keys.size()) + " keys: ";
+  for (size_t i = 0; i < std::min(kExamples, keys.size()); ++i) out += (i ? ", '" : "'") + printable(keys[i]) + "'";
+  if (keys.size() > kExamples) out += " and " + std::to_string(keys.size() - kExamples) + " more (--all lists them)";
+  return out + "\n";
+}
 
 std::string dims(const std::vector<int64_t>& v) {
   std::string s = "[";
@@ -36,13 +59,6 @@ std::string num(double v) {
 }
 
 int run(DiffArgs& args) {
-  for (const std::string& s : args.strip) {
-    if (s.empty()) {
-      args.options.strip_wrappers = true;
-    } else {
-      args.options.strip_prefix = s;
-    }
-  }
   try {
     if (args.options.atol < 0 || args.options.rtol < 0) throw Error(ErrorKind::kInvalidArgument, "--atol and --rtol must not be negative");
     // max_compared_elements is the comparison's own limit; the others are ReadLimits.
@@ -63,14 +79,17 @@ int run(DiffArgs& args) {
     const DiffReport r = diff_checkpoints(a, b, args.options);
     size_t value_diffs = 0, dtype_diffs = 0, shape_diffs = 0, device_diffs = 0;
     nlohmann::json tensors = nlohmann::json::array();
+    // Each differing key's difference in words; keys with the same words are
+    // said together (a retag or a cast changes every key alike).
+    std::vector<std::string> order;
+    std::map<std::string, std::vector<std::string>> keys_by_difference;
     for (const TensorDiff& d : r.tensors) {
       value_diffs += d.mismatched > 0;
       dtype_diffs += d.dtype_differs();
       shape_diffs += d.shape_differs();
       device_diffs += d.device_differs();
-      const bool same = d.equal;
       tensors.push_back({{"key", d.key},
-                         {"equal", same},
+                         {"equal", d.equal},
                          {"dtype", {d.dtype_a, d.dtype_b}},
                          {"shape", {d.shape_a, d.shape_b}},
                          {"device", {d.device_a, d.device_b}},
@@ -78,17 +97,24 @@ int run(DiffArgs& args) {
                          {"mismatched", d.mismatched},
                          {"max_abs_diff", d.max_abs_diff},
                          {"max_rel_diff", d.max_rel_diff}});
-      if (args.json || same) continue;
-      std::cout << printable(d.key) << ":";  // keys and devices come from the files
-      if (d.dtype_differs()) std::cout << " dtype " << d.dtype_a << " vs " << d.dtype_b << ";";
-      if (d.device_differs()) std::cout << " device " << printable(d.device_a) << " vs " << printable(d.device_b) << ";";
+      if (d.equal) continue;
+      std::vector<std::string> parts;
+      if (d.dtype_differs()) parts.push_back("dtype " + d.dtype_a + " vs " + d.dtype_b);
+      if (d.device_differs()) parts.push_back("device " + printable(d.device_a) + " vs " + printable(d.device_b));
       if (d.shape_differs()) {
-        std::cout << " shape " << dims(d.shape_a) << " vs " << dims(d.shape_b);
-      } else {
-        std::cout << " " << d.mismatched << " of " << d.numel << " elements differ, max abs diff "
-                  << num(d.max_abs_diff) << ", max rel diff " << num(d.max_rel_diff);
+        parts.push_back("shape " + dims(d.shape_a) + " vs " + dims(d.shape_b));
+      } else if (d.mismatched > 0) {
+        parts.push_back(std::to_string(d.mismatched) + " of " + std::to_string(d.numel) +
+                        " elements differ, max abs diff " + num(d.max_abs_diff) + ", max rel diff " +
+                        num(d.max_rel_diff));
+      } else if (d.max_abs_diff > 0) {
+        parts.push_back("values within tolerance");
       }
-      std::cout << "\n";
+      std::string words;
+      for (const std::string& p : parts) words += (words.empty() ? "" : "; ") + p;
+      auto [it, added] = keys_by_difference.try_emplace(words);
+      if (added) order.push_back(words);
+      it->second.push_back(d.key);
     }
     if (args.json) {
       std::cout << json_text({{"ckptfix", version()},     {"command", "diff"},
@@ -97,9 +123,21 @@ int run(DiffArgs& args) {
                               {"rtol", args.options.rtol}, {"only_in_a", r.only_in_a},
                               {"only_in_b", r.only_in_b},  {"tensors", tensors}})
                 << std::endl;
-    } else {
-      for (const std::string& k : r.only_in_a) std::cout << "only in A: " << printable(k) << "\n";
-      for (const std::string& k : r.only_in_b) std::cout << "only in B: " << printable(k) << "\n";
+    } else if (!args.quiet) {
+      std::string text;
+      for (const std::string& words : order) {
+        const std::vector<std::string>& keys = keys_by_difference[words];
+        if (args.all || keys.size() == 1) {
+          for (const std::string& k : keys) text += printable(k) + ": " + words + "\n";
+          continue;
+        }
+        text += std::to_string(keys.size()) + " keys: " + words + ": ";
+        for (size_t i = 0; i < std::min(kExamples, keys.size()); ++i) text += (i ? ", '" : "'") + printable(keys[i]) + "'";
+        if (keys.size() > kExamples) text += " and " + std::to_string(keys.size() - kExamples) + " more (--all lists them)";
+        text += "\n";
+      }
+      text += grouped("only in A", r.only_in_a, args.all) + grouped("only in B", r.only_in_b, args.all);
+      std::cout << text;
       if (r.equal) {
         std::cout << "equal: " << r.tensors.size() << " tensors compared "
                   << (args.options.atol == 0 && args.options.rtol == 0 ? "exactly" : "within tolerance") << std::endl;
@@ -128,8 +166,15 @@ CommandRun register_diff(CLI::App& app) {
   cmd->add_option("b", args->b, "Second checkpoint")->required();
   cmd->add_option("--atol", args->options.atol, "Absolute tolerance (default 0: exact)");
   cmd->add_option("--rtol", args->options.rtol, "Relative tolerance (default 0: exact)");
-  cmd->add_flag("--strip-prefix{}", args->strip,
-                "Match keys ignoring this prefix (alone: any chain of known wrapper prefixes)");
+  cmd->add_flag("--strip-prefix{module.}", args->options.strip_prefixes,
+                "Match keys ignoring this prefix (repeatable; --strip-prefix alone means 'module.', as in fix)");
+  cmd->add_flag("--auto-prefix", args->options.strip_wrappers,
+                "Match keys ignoring any chain of known wrapper prefixes (module., _orig_mod., ...)");
+  cmd->add_option("--key", args->options.keys,
+                  "Compare only the dicts at this '/'-separated path in both files (repeatable), as in fix")
+      ->allow_extra_args(false);
+  cmd->add_flag("--all", args->all, "A line for every key (by default, keys that differ alike are one line)");
+  cmd->add_flag("-q,--quiet", args->quiet, "Print nothing but errors: the exit code says equal (0) or not (1)");
   cmd->add_flag("--ignore-dtype", args->options.ignore_dtype, "Do not count dtype differences (values still compared)");
   cmd->add_flag("--ignore-device", args->options.ignore_device, "Do not count saved-device differences");
   cmd->add_flag("--json", args->json, "Print one JSON document (schema in docs/cli.md)");

@@ -47,8 +47,14 @@ ElementReader::ElementReader(const Checkpoint& checkpoint, const Tensor& tensor)
   }
 }
 
-double ElementReader::value(const std::byte* p, bool imaginary) const {
-  switch (tensor_.dtype) {
+bool is_complex_dtype(DType dtype) {
+  return dtype == DType::kComplex32 || dtype == DType::kBComplex32 || dtype == DType::kComplex64 ||
+         dtype == DType::kComplex128;
+}
+
+double element_value(DType dtype, const std::byte* p, bool imaginary) {
+  const uint32_t size = element_size(dtype);
+  switch (dtype) {
     case DType::kFloat16: return half_bits_to_float(load<uint16_t>(p));
     case DType::kBFloat16: return bfloat16_bits_to_float(load<uint16_t>(p));
     case DType::kFloat32: return load<float>(p);
@@ -73,18 +79,17 @@ double ElementReader::value(const std::byte* p, bool imaginary) const {
     case DType::kFloat8E5M2:
     case DType::kFloat8E4M3Fnuz:
     case DType::kFloat8E5M2Fnuz:
-    case DType::kFloat8E8M0Fnu: return float8_value(tensor_.dtype, load<uint8_t>(p));
+    case DType::kFloat8E8M0Fnu: return float8_value(dtype, load<uint8_t>(p));
     default: {  // packed types (bits*, float4_e2m1fn_x2, sub-byte quantized): their raw bits, compared exactly
       uint64_t bits = 0;
-      std::memcpy(&bits, p, std::min<uint32_t>(element_size_, 8));
+      std::memcpy(&bits, p, std::min<uint32_t>(size, 8));
       return static_cast<double>(bits);
     }
   }
 }
 
 size_t ElementReader::next(size_t max, std::vector<double>& re, std::vector<double>& im, std::vector<uint64_t>& raw) {
-  const bool complex = tensor_.dtype == DType::kComplex32 || tensor_.dtype == DType::kBComplex32 ||
-                       tensor_.dtype == DType::kComplex64 || tensor_.dtype == DType::kComplex128;
+  const bool complex = is_complex_dtype(tensor_.dtype);
   const uint64_t n = std::min<uint64_t>(max, numel_ - done_);
   for (uint64_t k = 0; k < n; ++k) {
     uint64_t element;  // index in the storage
@@ -113,8 +118,8 @@ size_t ElementReader::next(size_t max, std::vector<double>& re, std::vector<doub
       }
     }
     const std::byte* p = buffer_.data() + (element - buffer_first_) * element_size_;
-    re.push_back(value(p, false));
-    im.push_back(complex ? value(p, true) : 0.0);
+    re.push_back(element_value(tensor_.dtype, p, false));
+    im.push_back(complex ? element_value(tensor_.dtype, p, true) : 0.0);
     uint64_t bits = 0;  // exact comparison of integers that float64 cannot hold
     std::memcpy(&bits, p, std::min<uint32_t>(element_size_, 8));
     raw.push_back(bits);

@@ -11,6 +11,13 @@
 
 namespace ckptfix {
 
+/// The value of the element at `p` of type `dtype` (its real or imaginary
+/// part) as float64; packed types give their raw bits.
+double element_value(DType dtype, const std::byte* p, bool imaginary);
+
+/// Whether elements of `dtype` have an imaginary part.
+bool is_complex_dtype(DType dtype);
+
 class ElementReader {
  public:
   ElementReader(const Checkpoint& checkpoint, const Tensor& tensor);
@@ -20,8 +27,6 @@ class ElementReader {
   size_t next(size_t max, std::vector<double>& re, std::vector<double>& im, std::vector<uint64_t>& raw);
 
  private:
-  double value(const std::byte* p, bool imaginary) const;
-
   const Checkpoint& checkpoint_;
   const Tensor& tensor_;
   uint32_t element_size_;

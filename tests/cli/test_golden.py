@@ -18,6 +18,7 @@ Each file tests/cli/golden/*.test is one case, directives in '#' lines:
     # STDERR: ckptfix: error: ...  the whole stderr, one directive per line, in order
                                  (no STDERR line: stderr must be empty)
     # STDOUT: ...                if the case has any STDOUT line: the whole stdout
+                                 (one `# STDOUT:` with nothing after it: stdout must be empty)
 
 Placeholders, in every directive: %t (a fresh empty directory, also the
 command's working directory), %fixtures (the repository's fixtures/), %s
@@ -202,7 +203,7 @@ class Case:
         out = kept + [f'# EXIT: {exit_code}']
         out += [f'# STDERR: {line}'.rstrip() for line in stderr_lines]
         if self.all('STDOUT'):
-            out += [f'# STDOUT: {line}'.rstrip() for line in stdout_lines]
+            out += [f'# STDOUT: {line}'.rstrip() for line in stdout_lines or ['']]
         with open(self.path, 'w', encoding='utf-8') as f:
             f.write('\n'.join(out) + '\n')
 
@@ -299,7 +300,8 @@ class GoldenTest(cs.CliTestCase):
             problems.append(f'exit code: expected {expected_exit}, got {proc.returncode}')
         problems += self.compare('stderr', expected_stderr, lines_of(actual_stderr))
         if case.all('STDOUT'):
-            problems += self.compare('stdout', case.all('STDOUT'), lines_of(actual_stdout))
+            expected_stdout = [] if case.all('STDOUT') == [''] else case.all('STDOUT')
+            problems += self.compare('stdout', expected_stdout, lines_of(actual_stdout))
         kind = case.one('KIND', required=False)
         if kind is not None and not problems:
             problems += self.check_kind(kind, argv[1:], tmp.path, env, proc, program)

@@ -117,9 +117,58 @@ class DiffJudgedByTorch(unittest.TestCase):
         doc = self.check(support.fixture("dataparallel.pt"), support.fixture("plain_state_dict.pt"),
                          "--strip-prefix=module.", strip="module.")
         self.assertTrue(doc["equal"])
-        proc = support.run("diff", "--strip-prefix", support.fixture("compiled_dataparallel.pt"),
+        # --strip-prefix alone is 'module.', as in fix (issue 50); --auto-prefix strips any wrapper chain.
+        proc = support.run("diff", "--auto-prefix", support.fixture("compiled_dataparallel.pt"),
                            support.fixture("plain_state_dict.pt"), check=0)
         self.assertIn("equal: 9 tensors compared exactly", proc.stdout)
+        support.run("diff", "--strip-prefix", support.fixture("dataparallel.pt"),
+                    support.fixture("plain_state_dict.pt"), check=0)
+        support.run("diff", "--strip-prefix", support.fixture("compiled_dataparallel.pt"),
+                    support.fixture("plain_state_dict.pt"), check=1)
+        support.run("diff", "--strip-prefix=_orig_mod.", "--strip-prefix", support.fixture("compiled_dataparallel.pt"),
+                    support.fixture("plain_state_dict.pt"), check=0)
+
+    def test_bytes_compared_first_then_values_where_they_differ(self):
+        """Issue 50: tensors of one dtype are compared by their bytes, then element by element only where
+        the bytes differ. Bytes that differ with equal values (-0.0 and 0.0, NaNs of other payloads) are
+        equal; a change past the first MiB of a tensor, or in its last element, is found; torch judges."""
+        n = 3 << 18  # 3 MiB of float32: several chunks
+        base = {"big": torch.linspace(-1, 1, n), "ints": torch.arange(n, dtype=torch.int64),
+                "half": torch.linspace(-4, 4, 5000).half(), "zeros": torch.zeros(100),
+                "nans": torch.full((100,), float("nan"))}
+        a = os.path.join(self.tmp, "a.pt")
+        torch.save(base, a)
+        cases = {
+            "same-values-other-bytes": lambda sd: (sd["zeros"].neg_(),
+                                                   sd["nans"].view(torch.int32).__ior__(0x00400001)),
+            "second-mib": lambda sd: sd["big"].__setitem__((1 << 18) + 7, 5.0),
+            "last-element": lambda sd: (sd["big"].__setitem__(n - 1, -7.0), sd["ints"].__setitem__(n - 1, -1)),
+            "half-and-int": lambda sd: (sd["half"].__setitem__(4999, 0.0), sd["ints"].__setitem__(0, 2**62)),
+        }
+        for name, change in cases.items():
+            with self.subTest(case=name):
+                sd = {k: v.clone() for k, v in base.items()}
+                change(sd)
+                os.makedirs(os.path.join(self.tmp, name))
+                b = os.path.join(self.tmp, name, "a.pt")
+                torch.save(sd, b)
+                doc = self.check(a, b)
+                self.assertEqual(doc["equal"], name == "same-values-other-bytes")
+                self.check(a, b, "--atol", "3", atol=3.0)
+
+    def test_key_compares_only_the_dicts_named(self):
+        """Issue 50: diff --key PATH compares the dicts at that path in both files, as fix's --key chooses."""
+        a, b = support.fixture("training_dp_cuda.pt"), support.fixture("training.pt")
+        proc = support.run("diff", "--json", "--auto-prefix", "--ignore-device", "--key", "state_dict", a, b)
+        doc = json.loads(proc.stdout)
+        _, _, verdicts, _, _ = torch_verdicts(a, b, strip="module.")
+        expected = {k: v for k, v in verdicts.items() if k.startswith("state_dict/")}
+        self.assertEqual(sorted(t["key"] for t in doc["tensors"]), sorted(expected))
+        self.assertEqual(doc["only_in_a"] + doc["only_in_b"], [])
+        for t in doc["tensors"]:
+            self.assertEqual(t["mismatched"] == 0, expected[t["key"]][0], t["key"])
+        self.assertEqual(proc.returncode, 0 if doc["equal"] else 1)
+        support.run("diff", "--key", "no/such/dict", a, b, check=2)
 
     def test_device_and_shape_differences(self):
         out = os.path.join(self.tmp, "cpu.pt")
