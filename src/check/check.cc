@@ -137,8 +137,13 @@ void validate_check_options(const CheckOptions& options) {
 
 CheckReport check_file(const std::filesystem::path& file, const CheckOptions& options) {
   CheckReport report;
+  // Opening is the first check: a sound structure, no known gadget. A file
+  // that does not open throws, as Checkpoint::open does.
+  Checkpoint ck = Checkpoint::open(file, options.open);
   if (options.crc) {
-    // verify_file checks every record's CRC-32 before anything else.
+    // Then every record's CRC-32 (verify_file checks them before anything
+    // else): the file opened, so what it finds is a damaged record, the
+    // file's one violation.
     VerifyOptions verify;
     verify.gpu = GpuMode::kOff;
     verify.open = options.open;
@@ -151,8 +156,6 @@ CheckReport check_file(const std::filesystem::path& file, const CheckOptions& op
       return report;
     }
   }
-  // Opening is the first check: a sound structure, no known gadget.
-  Checkpoint ck = Checkpoint::open(file, options.open);
   return error_boundary(ck.file_name(), [&] {
     std::vector<TorchVersion> torch = options.torch;
     if (torch.empty()) torch.push_back(default_torch_version());

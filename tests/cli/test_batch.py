@@ -4,6 +4,7 @@ every command, determinism, idempotence, progress bars, and the `check` gate
 catching each kind of violation and passing after the matching fix."""
 import json
 import os
+import re
 import pty
 import select
 import shutil
@@ -244,8 +245,15 @@ class CheckGate(unittest.TestCase):
         bad = support.fixture(fixture)
         found = self.violations(*check_args, bad, expect=1)
         self.assertIn((where, what), found)
-        proc = support.run("check", *check_args, bad, check=1)
+        # --all: a line each; without it, a rule many keys break is one line (issue 50).
+        proc = support.run("check", "--all", *check_args, bad, check=1)
         self.assertIn(f"{bad}: {where}: {what}\n", proc.stdout)
+        grouped = support.run("check", *check_args, bad, check=1).stdout
+        if sum(1 for w, _ in found if w.startswith("key ")) > 1 and where.startswith("key "):
+            self.assertNotIn(f"{bad}: {where}: {what}\n", grouped)
+            self.assertRegex(grouped, f"{re.escape(bad)}: [0-9]+ keys ")
+        else:
+            self.assertIn(f"{bad}: {where}: {what}\n", grouped)
         fixed = os.path.join(self.tmp, "fixed.pt")
         support.run(*fix_args, bad, "-o", fixed, "-f", check=0)
         self.assertEqual(self.violations(*check_args, fixed, expect=0), [])
