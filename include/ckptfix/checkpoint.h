@@ -95,6 +95,10 @@ struct TensorInfo {
   std::vector<int64_t> stride;  ///< in elements
   bool requires_grad = false;  ///< requires_grad as saved
   bool parameter = false;    ///< wrapped in torch.nn.Parameter
+  /// Saved with Python attributes (`t.foo = 1`, DeepSpeed's `ds_id`): torch
+  /// 2.x pickles such a tensor through torch._tensor._rebuild_from_type_v2,
+  /// which sets them again on load. The attributes are kept by every pass.
+  bool python_attributes = false;
   TensorKind kind = TensorKind::kDense;  ///< how torch rebuilds it
 
   /// Elements of the tensor (the product of its shape).
@@ -118,13 +122,18 @@ struct TensorPosition {
   size_t tensor = 0;  ///< index into Checkpoint::tensors()
 };
 
-/// A dict (plain or OrderedDict) whose keys are all strings and whose values
-/// are all tensors, ignoring `_metadata`: what model.state_dict() produces.
+/// A dict (plain or OrderedDict), ignoring `_metadata`, that
+/// nn.Module.load_state_dict takes, as model.state_dict() produces it:
+/// every key a string, every value a tensor (dense, quantized, sparse), or,
+/// under a key whose last segment is `_extra_state`, any value (a module's
+/// get_extra_state()); at least one tensor (state_dict.h).
 struct StateDictInfo {
   Path path;             ///< from the root; empty for the root itself
   bool in_optimizer = false;  ///< found inside an optimizer state ({state, param_groups})
-  size_t size = 0;       ///< entries (tensors)
+  size_t size = 0;       ///< entries
   std::vector<std::string> keys;  ///< the entries' keys, in order
+  size_t sparse_tensors = 0;  ///< entries that are sparse tensors
+  size_t extra_states = 0;    ///< entries under an `_extra_state` key that are not tensors
 };
 
 /// A global the pickle names, and how it is judged. A checkpoint that names

@@ -33,6 +33,20 @@ struct LostTensor {
   std::string reason;  ///< "cut at offset 0x1f40 (the file ends there)", "CRC-32 mismatch (...)", "file missing"
 };
 
+/// An optimizer state ({state, param_groups}) whose per-parameter state lost
+/// tensors: resumed as it is, those parameters would restart their momentum
+/// while the others keep theirs.
+struct PartialOptimizer {
+  std::string path;  ///< where it is ('/'-separated; "<root>")
+  /// The parameters (keys of its `state`, as text: "3") whose state lost a tensor.
+  std::vector<std::string> parameters;
+  /// Whether its whole `state` was dropped (made {}), so that every
+  /// parameter restarts together: SalvageOptions::keep_partial_optimizer
+  /// keeps what is left instead. param_groups are kept either way.
+  bool state_dropped = false;
+  size_t tensors_dropped = 0;  ///< intact tensors that went with the dropped state
+};
+
 struct SalvageReport {
   /// What the tensors were found by: "central directory" or "local headers"
   /// (a torch zip whose directory is lost or damaged), "legacy storage
@@ -45,6 +59,8 @@ struct SalvageReport {
   uint64_t recovered_bytes = 0;        ///< of their storages
   std::vector<LostTensor> lost;        ///< in the order of the object
   uint64_t lost_bytes = 0;
+  /// Optimizer states that lost part of their per-parameter state.
+  std::vector<PartialOptimizer> optimizers;
   /// Whether nothing was lost.
   bool complete() const { return lost.empty(); }
 };
@@ -55,10 +71,21 @@ struct Salvaged {
   SalvageReport report;
 };
 
+/// How salvage decides what it cannot keep whole.
+struct SalvageOptions {
+  OpenOptions open;  ///< how the file is read (limits)
+  /// An optimizer state some of whose per-parameter state is lost is kept
+  /// as what remains (those parameters restart their momentum when resumed,
+  /// the others not), instead of having its whole `state` dropped.
+  bool keep_partial_optimizer = false;
+};
+
 /// Reads what `path` still holds. Throws Error (kCorrupt) naming the file
 /// when nothing can be recovered (e.g. the file is cut inside data.pkl, or
 /// the safetensors header is incomplete), and the errors Checkpoint::open
 /// throws for files that are not checkpoints or are dangerous.
+Salvaged salvage_checkpoint(const std::filesystem::path& path, const SalvageOptions& options);
+/// The same with the default SalvageOptions and these OpenOptions.
 Salvaged salvage_checkpoint(const std::filesystem::path& path, const OpenOptions& options = {});
 
 /// For the message of a file that does not open: "; ckptfix salvage can

@@ -54,7 +54,11 @@ struct LoadOptions {
 /// no copy is made. Onto a GPU, each storage is copied once, from the file
 /// through pinned staging buffers, asynchronously (LoadOptions::staging_bytes);
 /// the tensors are ready for work queued on the device's current stream.
-/// Throws ckptfix::Error naming the file and key.
+/// Sparse tensors come back sparse (at::sparse_coo_tensor,
+/// at::sparse_compressed_tensor over their loaded parts). A module's extra
+/// state (a key ending in `_extra_state`) comes back when it is a tensor;
+/// when it is Python data (a dict, bytes, ...), which no LibTorch module
+/// has, it is left out. Throws ckptfix::Error naming the file and key.
 std::vector<std::pair<std::string, at::Tensor>> load_state_dict(const std::filesystem::path& file,
                                                                  const LoadOptions& options = {});
 

@@ -3,6 +3,7 @@ unpickled. `ckptfix layout` (the binary's reader) says where each tensor's
 bytes are; this module maps those files and has torch wrap the bytes."""
 from __future__ import annotations
 
+import collections
 import ctypes
 import mmap as mmap_module
 import os
@@ -23,7 +24,7 @@ MapLocation = Union[None, str, "torch.device", Mapping[str, Union[str, "torch.de
 
 def load(path: Union[str, "os.PathLike[str]"], *, map_location: MapLocation = "cpu", key: Optional[str] = None,
          strip_prefix: Optional[str] = None, dtype: Optional["torch.dtype"] = None,
-         mmap: bool = False) -> Dict[str, "torch.Tensor"]:
+         mmap: bool = False) -> Dict[str, Any]:
     """The state dict of a checkpoint, as tensors of this Python's torch.
 
     Reads torch.save files (zip and legacy), safetensors files, Hugging Face
@@ -58,7 +59,11 @@ def load(path: Union[str, "os.PathLike[str]"], *, map_location: MapLocation = "c
 
     Returns the entries in the file's order: dtype, shape, stride, storage
     offset and requires_grad as saved (torch.nn.Parameter where the file
-    has one), tensors that share a storage in the file sharing one here.
+    has one), tensors that share a storage in the file sharing one here;
+    Python attributes set on a tensor before it was saved set again, sparse
+    tensors sparse, and a module's extra state (a key ending in
+    `_extra_state`) as the plain data it holds, so that
+    model.load_state_dict(sd, strict=True) takes it.
     CPU tensors are writable; writing changes memory, never the file.
     Raises CheckpointError for a file ckptfix cannot read or refuses.
     """
@@ -151,8 +156,8 @@ class Staging:
 def tensors_of(layout: Dict[str, Any], torch: Any, device_for: Callable[[str], "torch.device"], *,
                strip_prefix: Optional[str] = None, dtype: Optional["torch.dtype"] = None,
                staging_bytes: int = STAGING_BYTES, stage_cpu: bool = False,
-               mmap: bool = False) -> Dict[str, "torch.Tensor"]:
-    """The tensors `ckptfix layout` describes. `stage_cpu` sends CPU targets
+               mmap: bool = False) -> Dict[str, Any]:
+    """The entries `ckptfix layout` describes. `stage_cpu` sends CPU targets
     through Staging too (for tests of the GPU path's logic on the CPU).
     `mmap`: CPU tensors are views of the mapped files, else read into
     memory of their own."""
@@ -232,33 +237,101 @@ def to_device(torch: Any, host: "torch.Tensor", device: "torch.device", s: Dict[
 
 
 def typed_tensors(layout: Dict[str, Any], torch: Any, bases: List["torch.Tensor"], *,
-                  strip_prefix: Optional[str], dtype: Optional["torch.dtype"]) -> Dict[str, "torch.Tensor"]:
-    """The tensors of the layout, each a view of its storage's bytes in `bases`."""
-    typed: Dict[Any, "torch.Tensor"] = {}  # (storage, dtype name) -> the storage as that type, cast if asked
-    made: Dict[int, "torch.Tensor"] = {}  # one object per tensor of the pickle, as torch.load gives
-    out: Dict[str, "torch.Tensor"] = {}
-    for t in layout["tensors"]:
-        name = t["key"]
-        if strip_prefix and name.startswith(strip_prefix):
-            name = name[len(strip_prefix):]
-        if name in out:
-            raise ValueError("strip_prefix={!r} makes two keys {!r}".format(strip_prefix, name))
-        if t["tensor"] in made:
-            out[name] = made[t["tensor"]]
-            continue
-        k = (t["storage"], t["dtype"])
+                  strip_prefix: Optional[str], dtype: Optional["torch.dtype"]) -> Dict[str, Any]:
+    """The entries of the layout: tensors, each a view of its storage's bytes
+    in `bases`; sparse tensors made of such tensors; and modules' extra
+    states, plain data (with tensors in it) decoded as torch.load gives it."""
+    typed: Dict[Any, "torch.Tensor"] = {}  # (storage, dtype name, cast) -> the storage as that type
+    made: Dict[Any, "torch.Tensor"] = {}  # one object per tensor of the pickle, as torch.load gives
+
+    def tensor(index: int, cast: bool) -> "torch.Tensor":
+        made_key = (index, cast)
+        if made_key in made:
+            return made[made_key]
+        t = layout["tensors"][index]
+        k = (t["storage"], t["dtype"], cast)
         whole = typed.get(k)
         if whole is None:
             element = torch_dtype(torch, t["dtype"])
             base = bases[t["storage"]]
             whole = base.view(element) if base.numel() else torch.empty(0, dtype=element, device=base.device)
-            if dtype is not None and whole.is_floating_point() and whole.dtype != dtype:
+            if cast and dtype is not None and whole.is_floating_point() and whole.dtype != dtype:
                 whole = whole.to(dtype)  # once per storage: views of it stay shared
             typed[k] = whole
-        tensor = torch.as_strided(whole, t["shape"], t["stride"], t["storage_offset"])
+        result = torch.as_strided(whole, t["shape"], t["stride"], t["storage_offset"])
         if t["parameter"]:
-            tensor = torch.nn.Parameter(tensor, requires_grad=t["requires_grad"])
+            result = torch.nn.Parameter(result, requires_grad=t["requires_grad"])
         elif t["requires_grad"]:
-            tensor.requires_grad_(True)
-        made[t["tensor"]] = out[name] = tensor
+            result.requires_grad_(True)
+        made[made_key] = result
+        # Python attributes (t.foo = 1 before saving), set again as torch >= 2.0's load does.
+        for name, value in decode(t.get("attributes", {"dict": []})).items():
+            setattr(result, name, value)
+        return result
+
+    def decode(value: Any) -> Any:
+        """Plain data as `ckptfix layout` encodes it (docs/cli.md, "layout")."""
+        if value is None or isinstance(value, (bool, str)):
+            return value
+        if isinstance(value, list):
+            return [decode(v) for v in value]
+        (kind, v), = value.items()
+        if kind == "int":
+            return int(v)
+        if kind == "float":
+            return float.fromhex(v)
+        if kind == "bytes":
+            return bytes.fromhex(v)
+        if kind == "tuple":
+            return tuple(decode(i) for i in v)
+        if kind == "set":
+            return {decode(i) for i in v}
+        if kind == "frozenset":
+            return frozenset(decode(i) for i in v)
+        if kind == "dict":
+            return {decode(a): decode(b) for a, b in v}
+        if kind == "ordered_dict":
+            return collections.OrderedDict((decode(a), decode(b)) for a, b in v)
+        if kind == "tensor":
+            return tensor(v, cast=False)  # a module's extra state is carried as it is
+        raise CheckpointError("'{}': ckptfix layout gave a value of unknown kind {!r}".format(layout.get("path"), kind))
+
+    def sparse(entry: Dict[str, Any]) -> "torch.Tensor":
+        """A sparse tensor from its parts, as torch._utils._rebuild_sparse_tensor makes and checks it."""
+        parts = [tensor(i, cast=True).detach() for i in entry["parts"]]
+        size = entry["size"]
+        if entry["layout"] == "sparse_coo":
+            validate = getattr(torch, "_validate_sparse_coo_tensor_args", None)
+            if validate is not None:
+                validate(parts[0], parts[1], size)
+            result = torch.sparse_coo_tensor(parts[0], parts[1], size)
+            if entry.get("coalesced"):
+                result = result._coalesced_(True)
+            return result
+        layout_type = getattr(torch, entry["layout"])
+        validate = getattr(torch, "_validate_sparse_compressed_tensor_args", None)
+        if validate is not None:
+            validate(parts[0], parts[1], parts[2], size, layout_type)
+        return torch.sparse_compressed_tensor(parts[0], parts[1], parts[2], size, layout=layout_type)
+
+    out: Dict[str, Any] = {}
+    for e in layout["entries"]:
+        name = e["key"]
+        if strip_prefix and name.startswith(strip_prefix):
+            name = name[len(strip_prefix):]
+        if name in out:
+            raise ValueError("strip_prefix={!r} makes two keys {!r}".format(strip_prefix, name))
+        try:
+            if e["kind"] == "tensor":
+                out[name] = tensor(e["tensor"], cast=True)
+            elif e["kind"] == "sparse":
+                out[name] = sparse(e)
+            else:
+                out[name] = decode(e["value"])
+        except RecursionError:
+            raise CheckpointError("'{}': key '{}': its value is nested too deeply to be made in Python".format(
+                layout.get("path"), e["key"])) from None
+        except RuntimeError as error:  # torch's own check of a sparse tensor's indices
+            raise CheckpointError("'{}': key '{}': {}".format(layout.get("path"), e["key"],
+                                                              str(error).splitlines()[0])) from None
     return out

@@ -112,7 +112,7 @@ void check_dicts(const CheckOptions& options, const Checkpoint& ck, std::vector<
   if (options.dtypes.empty()) return;
   std::vector<std::string> allowed_names;
   for (DType d : options.dtypes) allowed_names.emplace_back(dtype_name(d));
-  for (const TargetTensor& t : select_tensors(impl, dicts)) {
+  for (const TargetTensor& t : select_tensors(impl, dicts, ExtraStates::kSkip)) {
     const DType dtype = impl.tensors[t.tensor].dtype;
     if (!is_floating(dtype) || std::find(options.dtypes.begin(), options.dtypes.end(), dtype) != options.dtypes.end()) {
       continue;

@@ -8,6 +8,7 @@
 #include "ckptfix/stats.h"
 #include "ckptfix/prefixes.h"
 #include "ckptfix/check.h"
+#include "ckptfix/state_dict.h"
 #include "ckptfix/weights_only.h"
 #include "cli/batch.h"
 #include "cli/commands.h"
@@ -107,12 +108,40 @@ nlohmann::json describe(const Checkpoint& ck, TorchVersion torch, const StatsRep
   if (by_device.empty()) doc["by_device"] = nlohmann::json::object();
 
   doc["state_dicts"] = nlohmann::json::array();
+  doc["sparse_tensors"] = nlohmann::json::array();
+  doc["extra_states"] = nlohmann::json::array();
   for (const StateDictInfo& sd : ck.state_dicts()) {
     const auto& keys = sd.keys;
     doc["state_dicts"].push_back({{"path", path_to_json(sd.path)},
                                   {"keys", sd.size},
+                                  {"sparse_tensors", sd.sparse_tensors},
+                                  {"extra_states", sd.extra_states},
                                   {"wrapper_prefix", shared_wrapper_prefix(keys)},
                                   {"in_optimizer", sd.in_optimizer}});
+    if (sd.sparse_tensors == 0 && sd.extra_states == 0) continue;
+    // What is neither a dense tensor nor listed with the tensors: sparse
+    // tensors (their parts are), and modules' extra states that are data.
+    std::vector<StateDictEntry> entries;
+    try {
+      entries = select_state_dict(ck, path_to_string(sd.path));
+    } catch (const Error&) {  // a path its own keys make ambiguous ('/' in a key): listed without them
+      continue;
+    }
+    for (const StateDictEntry& e : entries) {
+      Path path = sd.path;
+      path.emplace_back(e.key);
+      if (e.kind == StateDictEntry::Kind::kSparseTensor) {
+        const TensorInfo& values = tensors[e.sparse.parts.back()];
+        doc["sparse_tensors"].push_back({{"path", path_to_json(path)},
+                                         {"layout", e.sparse.layout},
+                                         {"dtype", dtype_name(values.dtype)},
+                                         {"size", e.sparse.size},
+                                         {"nnz", values.shape.empty() ? 1 : values.shape.front()},
+                                         {"device", storages[static_cast<size_t>(values.storage)].location}});
+      } else if (e.kind == StateDictEntry::Kind::kData) {
+        doc["extra_states"].push_back({{"path", path_to_json(path)}, {"holds", e.holds}});
+      }
+    }
   }
   doc["globals"] = nlohmann::json::array();
   for (const GlobalRef& g : ck.globals()) {
@@ -166,6 +195,15 @@ nlohmann::json describe(const Checkpoint& ck, TorchVersion torch, const StatsRep
 
 // Everything from the file (names, keys, devices) goes through printable():
 // a key cannot move the cursor, clear the screen or start a line of its own.
+Path path_from_json(const nlohmann::json& j) {
+  Path path;
+  for (const auto& e : j) {
+    if (e.is_string()) path.emplace_back(e.get<std::string>());
+    else path.emplace_back(e.get<int64_t>());
+  }
+  return path;
+}
+
 void print_human(const Checkpoint& ck, TorchVersion torch, const StatsReport* stats, const nlohmann::json& doc,
                  std::ostream& out) {
   out << printable(ck.file_name()) << ": " << format_name(ck.format()) << " checkpoint";
@@ -205,6 +243,13 @@ void print_human(const Checkpoint& ck, TorchVersion torch, const StatsReport* st
     const auto& keys = sd.keys;
     const std::string prefix = shared_wrapper_prefix(keys);
     out << "\n    " << (sd.path.empty() ? "<root>" : printable(path_to_string(sd.path))) << ": " << sd.size << " keys";
+    if (sd.sparse_tensors > 0 || sd.extra_states > 0) {
+      out << " (";
+      if (sd.sparse_tensors > 0) out << sd.sparse_tensors << " sparse tensor" << (sd.sparse_tensors == 1 ? "" : "s");
+      if (sd.sparse_tensors > 0 && sd.extra_states > 0) out << ", ";
+      if (sd.extra_states > 0) out << sd.extra_states << " module extra state" << (sd.extra_states == 1 ? "" : "s");
+      out << ")";
+    }
     if (!prefix.empty()) out << ", wrapper prefix '" << printable(prefix) << "'";
     if (sd.in_optimizer) out << " (inside an optimizer state)";
   }
@@ -247,6 +292,7 @@ void print_human(const Checkpoint& ck, TorchVersion torch, const StatsReport* st
     const StorageInfo& s = ck.storages()[static_cast<size_t>(t.storage)];
     std::string path = pos.path.empty() ? "<root>" : printable(path_to_string(pos.path));
     if (t.parameter) path += " (Parameter)";
+    if (t.python_attributes) path += " (with attributes)";
     rows.push_back({path, std::string(dtype_name(t.dtype)), shape_text(t.shape), shape_text(t.stride),
                     std::to_string(t.storage_offset), printable(s.location), printable(s.key)});
     if (stats != nullptr) {
@@ -261,6 +307,16 @@ void print_human(const Checkpoint& ck, TorchVersion torch, const StatsReport* st
     out << "  ";
     for (size_t i = 0; i < r.size(); ++i) out << std::left << std::setw(static_cast<int>(width[i] + 2)) << r[i];
     out << "\n";
+  }
+  // Sparse tensors (their parts are in the table above) and extra states.
+  for (const auto& sp : doc["sparse_tensors"]) {
+    out << "  sparse: " << printable(path_to_string(path_from_json(sp["path"]))) << "  " << sp["layout"].get<std::string>()
+        << " " << sp["dtype"].get<std::string>() << " " << shape_text(sp["size"].get<std::vector<int64_t>>())
+        << ", " << sp["nnz"] << " values, " << printable(sp["device"].get<std::string>()) << "\n";
+  }
+  for (const auto& x : doc["extra_states"]) {
+    out << "  extra state: " << printable(path_to_string(path_from_json(x["path"]))) << "  holds "
+        << x["holds"].get<std::string>() << " (carried as data)\n";
   }
   if (stats != nullptr) {
     out << "  statistics: " << human_bytes(stats->bytes) << " of tensors read in " << std::fixed

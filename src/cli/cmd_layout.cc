@@ -1,9 +1,11 @@
-// ckptfix layout FILE [--key PATH] [--stage DIR]: where the bytes of every
-// tensor of one state dict are, as JSON, so that a program maps them itself
-// and nothing is unpickled (the Python package's ckptfix.load, docs/python.md).
-// Entries that are one tensor in the pickle (tied weights pickled once and
-// referenced twice) have the same "tensor" number, so that a loader can
-// give them as one object, as torch.load does.
+// ckptfix layout FILE [--key PATH] [--stage DIR]: what one state dict holds
+// and where the bytes of its tensors are, as JSON, so that a program maps
+// them itself and nothing is unpickled (the Python package's ckptfix.load,
+// docs/python.md). Each entry is a tensor, a sparse tensor (made of tensors)
+// or a module's extra state as plain data (which may hold tensors); the
+// tensors are listed once each, so that entries that are one tensor in the
+// pickle (tied weights pickled once and referenced twice) name the same one,
+// and a loader gives them as one object, as torch.load does.
 //
 // A storage whose bytes lie in a file as they are (stored, little-endian,
 // at an offset its element size divides) is given as that file and offset;
@@ -12,6 +14,7 @@
 // little-endian, and written into DIR/storages.bin, each at a multiple of
 // 64 bytes, which the document then names instead (--stage; without it
 // such a storage is an error).
+#include <cstdio>
 #include <fstream>
 #include <iostream>
 #include <map>
@@ -97,47 +100,142 @@ std::string mappable_file(const Checkpoint& ck, size_t index) {
   return ck.storage_file(index);
 }
 
+// The tensors and storages of the document, each once.
+class Tensors {
+ public:
+  Tensors(const Checkpoint& ck, Stage& stage) : ck_(ck), stage_(stage) {}
+
+  /// The index in "tensors" of checkpoint tensor `index`, added with its storage the first time.
+  size_t add(size_t index) {
+    auto [it, added] = tensor_position_.emplace(index, tensors_.size());
+    if (!added) return it->second;
+    const TensorInfo& t = ck_.tensors()[index];
+    if (t.kind != TensorKind::kDense) throw Error(ErrorKind::kUnsupported, "holds a quantized tensor, which is not loaded");
+    auto [s, fresh] = storage_position_.emplace(t.storage, storages_.size());
+    if (fresh) {
+      const size_t storage = static_cast<size_t>(t.storage);
+      const StorageInfo& info = ck_.storages()[storage];
+      std::string file = mappable_file(ck_, storage);
+      const bool staged = file.empty();
+      const uint64_t offset = staged ? stage_.add(ck_, storage) : info.source.offset;
+      storages_.push_back({{"key", info.key},
+                           {"dtype", dtype_name(info.dtype)},
+                           {"nbytes", info.nbytes},
+                           {"location", info.location},
+                           {"file", staged ? stage_.path() : file},
+                           {"offset", offset},
+                           {"staged", staged}});
+    }
+    nlohmann::json j = {{"tensor", index},
+                        {"storage", s->second},
+                        {"dtype", dtype_name(t.dtype)},
+                        {"shape", t.shape},
+                        {"stride", t.stride},
+                        {"storage_offset", t.storage_offset},
+                        {"requires_grad", t.requires_grad},
+                        {"parameter", t.parameter}};
+    tensors_.push_back(std::move(j));
+    // Attributes may hold tensors of their own: added after this one.
+    if (t.python_attributes) tensors_[it->second]["attributes"] = data_json(tensor_attributes(ck_, index));
+    return it->second;
+  }
+
+  /// Plain data as JSON: null, true/false, str and lists as themselves;
+  /// {"int": "decimal"}, {"float": "hex"}, {"bytes": "hex"}, {"tuple": [...]},
+  /// {"set": [...]}, {"frozenset": [...]}, {"dict": [[k, v], ...]},
+  /// {"ordered_dict": [[k, v], ...]}, {"tensor": index in "tensors"}.
+  nlohmann::json data_json(const PlainValue& v) {
+    using K = PlainValue::Kind;
+    auto list = [&](const std::vector<PlainValue>& items) {
+      nlohmann::json out = nlohmann::json::array();
+      for (const PlainValue& item : items) out.push_back(data_json(item));
+      return out;
+    };
+    auto pairs = [&](const std::vector<PlainValue>& items) {
+      nlohmann::json out = nlohmann::json::array();
+      for (size_t i = 0; i + 1 < items.size(); i += 2) out.push_back({data_json(items[i]), data_json(items[i + 1])});
+      return out;
+    };
+    switch (v.kind) {
+      case K::kNone: return nullptr;
+      case K::kBool: return v.boolean;
+      case K::kInt: return {{"int", v.integer}};
+      case K::kFloat: {
+        char buf[64];
+        std::snprintf(buf, sizeof buf, "%a", v.number);  // exact; Python's float.fromhex reads it, inf and nan too
+        return {{"float", buf}};
+      }
+      case K::kStr: return v.text;
+      case K::kBytes: {
+        static const char* hex = "0123456789abcdef";
+        std::string out;
+        for (unsigned char c : v.text) out += hex[c >> 4], out += hex[c & 15];
+        return {{"bytes", out}};
+      }
+      case K::kList: return list(v.items);
+      case K::kTuple: return {{"tuple", list(v.items)}};
+      case K::kSet: return {{"set", list(v.items)}};
+      case K::kFrozenSet: return {{"frozenset", list(v.items)}};
+      case K::kDict: return {{"dict", pairs(v.items)}};
+      case K::kOrderedDict: return {{"ordered_dict", pairs(v.items)}};
+      case K::kTensor: return {{"tensor", add(v.tensor)}};
+    }
+    return nullptr;
+  }
+
+  nlohmann::json& tensors() { return tensors_; }
+  nlohmann::json& storages() { return storages_; }
+
+ private:
+  const Checkpoint& ck_;
+  Stage& stage_;
+  nlohmann::json tensors_ = nlohmann::json::array();
+  nlohmann::json storages_ = nlohmann::json::array();
+  std::map<size_t, size_t> tensor_position_;   // checkpoint tensor -> its place in tensors_
+  std::map<int32_t, size_t> storage_position_;  // checkpoint storage -> its place in storages_
+};
+
 int run(const LayoutArgs& args) {
   try {
     const Checkpoint ck = Checkpoint::open(args.input, open_options(args.limits));
     const std::vector<StateDictEntry> entries = select_state_dict(ck, args.key);
     Stage stage(args.stage);
-    nlohmann::json tensors = nlohmann::json::array();
-    nlohmann::json storages = nlohmann::json::array();
-    std::map<int32_t, size_t> position;  // storage index -> its place in `storages`
+    Tensors tensors(ck, stage);
+    nlohmann::json out_entries = nlohmann::json::array();
     for (const StateDictEntry& e : entries) {
-      const TensorInfo& t = ck.tensors()[e.tensor];
-      if (t.kind != TensorKind::kDense) {
-        throw Error(ErrorKind::kUnsupported, "key '" + e.key + "' holds a quantized tensor, which is not loaded");
+      try {
+        nlohmann::json j = {{"key", e.key}};
+        switch (e.kind) {
+          case StateDictEntry::Kind::kTensor:
+            j["kind"] = "tensor";
+            j["tensor"] = tensors.add(e.tensor);
+            break;
+          case StateDictEntry::Kind::kSparseTensor: {
+            j["kind"] = "sparse";
+            j["layout"] = e.sparse.layout;
+            j["size"] = e.sparse.size;
+            nlohmann::json parts = nlohmann::json::array();
+            for (size_t p : e.sparse.parts) parts.push_back(tensors.add(p));
+            j["parts"] = parts;
+            j["coalesced"] = e.sparse.coalesced ? nlohmann::json(*e.sparse.coalesced) : nlohmann::json();
+            break;
+          }
+          case StateDictEntry::Kind::kData:
+            j["kind"] = "data";
+            j["value"] = tensors.data_json(plain_value(ck, args.key, e));
+            break;
+        }
+        out_entries.push_back(std::move(j));
+      } catch (Error& error) {
+        if (error.location().empty()) error.at("key '" + e.key + "'");
+        throw;
       }
-      auto [it, added] = position.emplace(t.storage, storages.size());
-      if (added) {
-        const size_t index = static_cast<size_t>(t.storage);
-        const StorageInfo& s = ck.storages()[index];
-        std::string file = mappable_file(ck, index);
-        const bool staged = file.empty();
-        const uint64_t offset = staged ? stage.add(ck, index) : s.source.offset;
-        storages.push_back({{"key", s.key},
-                            {"dtype", dtype_name(s.dtype)},
-                            {"nbytes", s.nbytes},
-                            {"location", s.location},
-                            {"file", staged ? stage.path() : file},
-                            {"offset", offset},
-                            {"staged", staged}});
-      }
-      tensors.push_back({{"key", e.key},
-                         {"tensor", e.tensor},
-                         {"storage", it->second},
-                         {"dtype", dtype_name(t.dtype)},
-                         {"shape", t.shape},
-                         {"stride", t.stride},
-                         {"storage_offset", t.storage_offset},
-                         {"requires_grad", t.requires_grad},
-                         {"parameter", t.parameter}});
     }
     stage.finish();
-    const nlohmann::json doc = {{"ckptfix", version()}, {"schema", 1},          {"command", "layout"},
-                                {"path", args.input},   {"tensors", tensors}, {"storages", storages}};
+    const nlohmann::json doc = {{"ckptfix", version()},          {"schema", 2},
+                                {"command", "layout"},           {"path", args.input},
+                                {"entries", out_entries},        {"tensors", tensors.tensors()},
+                                {"storages", tensors.storages()}};
     std::cout << json_text(doc) << std::endl;
     return kExitOk;
   } catch (Error& e) {

@@ -7,6 +7,40 @@
 
 #include "cli/commands.h"
 #include "cli/report.h"
+#include "cli/suggestions.h"
+
+namespace {
+
+// Every option name of `cmd` (--long and -s forms), for suggestions.
+std::vector<std::string> option_names(const CLI::App& cmd) {
+  std::vector<std::string> out;
+  for (const CLI::Option* o : cmd.get_options()) {
+    for (const std::string& l : o->get_lnames()) out.push_back("--" + l);
+    for (const std::string& s : o->get_snames()) out.push_back("-" + s);
+  }
+  return out;
+}
+
+// For an option CLI11 did not expect: "unknown option '--strp-prefix' of
+// strip-prefix; did you mean '--prefix'?", or nothing when no argument is
+// an unknown option.
+std::string unknown_option_message(const CLI::App& cmd, const std::string& command, int argc, char** argv) {
+  const std::vector<std::string> known = option_names(cmd);
+  for (int i = 2; i < argc; ++i) {
+    std::string arg = argv[i];
+    if (arg == "--") break;
+    if (arg.size() < 2 || arg[0] != '-' || (arg[1] >= '0' && arg[1] <= '9')) continue;
+    arg = arg.substr(0, arg.find('='));
+    if (std::find(known.begin(), known.end(), arg) != known.end()) continue;
+    if (arg[1] != '-' && arg.size() > 2) continue;  // -qj: short flags run together
+    std::string message = "unknown option '" + arg + "' of " + command;
+    if (const auto near = ckptfix::cli::closest_name(arg, known)) message += "; did you mean '" + *near + "'?";
+    return message;
+  }
+  return "";
+}
+
+}  // namespace
 
 int main(int argc, char** argv) {
   using namespace ckptfix::cli;
@@ -30,14 +64,19 @@ int main(int argc, char** argv) {
   commands.emplace_back("salvage", register_salvage(app));
   commands.emplace_back("layout", register_layout(app));
 
-  // CLI11 would call an unknown command an unexpected argument; say it plainly.
+  // CLI11 would call an unknown command an unexpected argument; say it
+  // plainly, with the command that was most likely meant.
   if (argc > 1 && argv[1][0] != '-') {
     const std::string name = argv[1];
-    const bool known = std::any_of(commands.begin(), commands.end(), [&](const auto& c) { return c.first == name; });
-    if (!known) {
-      std::cerr << "ckptfix: error: unknown command '" << name << "'\nrun 'ckptfix --help' for the commands" << std::endl;
+    std::vector<std::string> names;
+    for (const auto& c : commands) names.push_back(c.first);
+    if (std::find(names.begin(), names.end(), name) == names.end()) {
+      std::cerr << "ckptfix: error: unknown command '" << ckptfix::printable(name) << "'";
+      if (const auto near = closest_name(name, names)) std::cerr << "; did you mean '" << *near << "'?";
+      std::cerr << "\nrun 'ckptfix --help' for the commands" << std::endl;
       return kExitUsage;
     }
+    set_current_command(name);
   }
   try {
     app.parse(argc, argv);
@@ -48,8 +87,19 @@ int main(int argc, char** argv) {
   } catch (const CLI::CallForVersion& e) {
     return app.exit(e);
   } catch (const CLI::ParseError& e) {
-    std::cerr << "ckptfix: error: " << e.what() << "\n";
-    std::cerr << "run 'ckptfix --help' for usage" << std::endl;
+    std::string message = e.what();
+    if (dynamic_cast<const CLI::ExtrasError*>(&e) != nullptr && argc > 1) {
+      const std::string name = argv[1];
+      for (const auto& c : commands) {
+        if (c.first != name) continue;
+        if (std::string unknown = unknown_option_message(*app.get_subcommand(name), name, argc, argv); !unknown.empty()) {
+          message = std::move(unknown);
+        }
+      }
+    }
+    std::cerr << "ckptfix: error: " << ckptfix::printable(message) << "\n";
+    std::cerr << "run 'ckptfix " << (argc > 1 && argv[1][0] != '-' ? ckptfix::printable(argv[1]) + " " : "")
+              << "--help' for usage" << std::endl;
     return kExitUsage;
   }
   // The commands report each input's failure themselves; this is the last

@@ -58,6 +58,21 @@ constexpr std::pair<std::string_view, std::string_view> kFlagOfOption[] = {
     {"stage", "--stage DIR"},
 };
 
+// Where a command spells an option its own way.
+struct CommandFlag {
+  std::string_view command;
+  std::string_view option;
+  std::string_view flag;
+};
+constexpr CommandFlag kCommandFlags[] = {
+    {"fix", "strip_prefixes", "--strip-prefix"},
+    {"fix", "auto_strip", "--auto-prefix"},
+    {"strip-prefix", "auto_strip", "--auto"},
+    {"add-prefix", "add_prefix", "--prefix"},
+};
+
+std::string g_command;  // set once, before any thread starts
+
 // Phrases of the library that the command line says its own way.
 constexpr std::pair<std::string_view, std::string_view> kPhraseOfOption[] = {
     {"the weights-only repair (`weights_only`)", "ckptfix weights-only (or --weights-only of convert and fix)"},
@@ -70,6 +85,13 @@ std::string with_flags(std::string text) {
       text.replace(at, phrase.size(), said);
     }
   }
+  for (const CommandFlag& c : kCommandFlags) {
+    if (c.command != g_command) continue;
+    const std::string quoted = "`" + std::string(c.option) + "`";
+    for (size_t at = text.find(quoted); at != std::string::npos; at = text.find(quoted, at + c.flag.size())) {
+      text.replace(at, quoted.size(), c.flag);
+    }
+  }
   for (const auto& [option, flag] : kFlagOfOption) {
     const std::string quoted = "`" + std::string(option) + "`";
     for (size_t at = text.find(quoted); at != std::string::npos; at = text.find(quoted, at + flag.size())) {
@@ -80,6 +102,8 @@ std::string with_flags(std::string text) {
 }
 
 }  // namespace
+
+void set_current_command(const std::string& name) { g_command = name; }
 
 std::string cli_message(const Error& e) {
   std::string text = with_flags(e.what());

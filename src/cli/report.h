@@ -86,6 +86,11 @@ std::string version_text();
 /// (see install_last_resort_handlers); empty when none.
 void set_current_input(const std::string& path);
 
+/// The command being run ("fix", "strip-prefix"): error messages name the
+/// library's options by this command's flags (`strip_prefixes` is --prefix
+/// of strip-prefix, --strip-prefix of fix).
+void set_current_command(const std::string& name);
+
 /// Makes running out of memory end in the usual one-line error and exit 1,
 /// never in std::terminate: a reserve of memory is given back at the first
 /// failed allocation (so that code which allocates while it unwinds, like

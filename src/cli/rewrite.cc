@@ -61,6 +61,23 @@ std::filesystem::path output_for(const RewriteArgs& args, const Input& input) {
   return std::filesystem::path(args.out_dir) / input.relative;
 }
 
+std::string lowercase(std::string text) {
+  for (char& c : text) c = static_cast<char>(std::tolower(static_cast<unsigned char>(c)));
+  return text;
+}
+
+// Whether an -o name says a format ckptfix writes: an extension of torch
+// files or of safetensors files, or none at all (the input's format then).
+bool known_output_name(const std::filesystem::path& output) {
+  const std::string ext = lowercase(output.extension().string());
+  if (ext.empty() || ext == ".pt" || ext == ".pth" || ext == ".bin" || ext == ".ckpt" || ext == ".safetensors") {
+    return true;
+  }
+  // checkpoint.pth.tar: torch.save's name in the ImageNet examples and many since.
+  const std::string inner = lowercase(output.stem().extension().string());
+  return ext == ".tar" && (inner == ".pth" || inner == ".pt");
+}
+
 void validate_outputs(const RewriteArgs& args, const std::vector<Input>& inputs) {
   const int ways = !args.output.empty() + !args.out_dir.empty() + args.in_place;
   if (ways == 0) {
@@ -78,6 +95,13 @@ void validate_outputs(const RewriteArgs& args, const std::vector<Input>& inputs)
   const std::filesystem::path named(args.output);
   if (!args.output.empty() && (!named.has_filename() || named.filename() == "." || named.filename() == "..")) {
     throw usage("-o '" + args.output + "' names a directory; -o takes a file name (--out-dir DIR writes into a directory)");
+  }
+  // An output named like something ckptfix does not write (model.onnx, a
+  // shard index) would be a torch file under a misleading name: ask which.
+  if (!args.output.empty() && args.format.empty() && !known_output_name(named)) {
+    throw usage("-o '" + args.output + "': ckptfix writes torch files (.pt, .pth, .bin, .ckpt, .pth.tar) and "
+                "safetensors files (.safetensors), not '" + named.extension().string() +
+                "'; give --format pt or --format safetensors to write one under this name anyway");
   }
   std::map<std::string, std::string> seen;  // output -> input
   for (const Input& input : inputs) {

@@ -175,6 +175,10 @@ void read_shard_index(CheckpointImpl& impl) {
     std::map<int32_t, int32_t> storage_map;  // the shard's storage -> ours
     for (const StateDictEntry& e : entries) {
       const auto where = [&] { return "tensor '" + e.key + "'"; };
+      if (e.kind != StateDictEntry::Kind::kTensor) {
+        throw Error(ErrorKind::kUnsupported, "a shard of a shard set holds dense tensors, and this entry is not one")
+            .in_file(path.string()).at(where());
+      }
       const auto placed = shard_of.find(e.key);
       if (placed == shard_of.end()) {
         throw Error(ErrorKind::kCorrupt, "the shard holds it but the index's weight_map does not list it")

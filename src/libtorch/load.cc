@@ -81,6 +81,22 @@ class Loader {
     return view;
   }
 
+  // A sparse tensor from its parts, as torch._utils._rebuild_sparse_tensor makes it.
+  at::Tensor sparse(const SparseTensorInfo& s) {
+    std::vector<at::Tensor> parts;
+    for (size_t p : s.parts) parts.push_back(tensor(ck_.tensors()[p]));
+    if (s.layout == "sparse_coo") {
+      at::Tensor out = at::sparse_coo_tensor(parts[0], parts[1], s.size);
+      if (s.coalesced.value_or(false)) out._coalesced_(true);
+      return out;
+    }
+    const at::Layout layout = s.layout == "sparse_csr"   ? at::kSparseCsr
+                              : s.layout == "sparse_csc" ? at::kSparseCsc
+                              : s.layout == "sparse_bsr" ? at::kSparseBsr
+                                                         : at::kSparseBsc;
+    return at::sparse_compressed_tensor(parts[0], parts[1], parts[2], s.size, parts[2].options().layout(layout));
+  }
+
  private:
   static at::Device parse_device(const std::string& text) {
     try {
@@ -168,10 +184,14 @@ std::vector<std::pair<std::string, at::Tensor>> load_state_dict(const std::files
       if (!options.strip_prefix.empty() && name.compare(0, options.strip_prefix.size(), options.strip_prefix) == 0) {
         name.erase(0, options.strip_prefix.size());
       }
+      // A module's extra state that is not a tensor is Python data, which no
+      // LibTorch module has (include/ckptfix/torch.h): left out.
+      if (e.kind == StateDictEntry::Kind::kData) continue;
       if (!seen.insert(name).second) {
         throw Error(ErrorKind::kConflict, "stripping '" + options.strip_prefix + "' makes two keys '" + name + "'");
       }
-      out.emplace_back(std::move(name), loader.tensor(ck.tensors()[e.tensor]));
+      out.emplace_back(std::move(name), e.kind == StateDictEntry::Kind::kSparseTensor ? loader.sparse(e.sparse)
+                                                                                     : loader.tensor(ck.tensors()[e.tensor]));
     }
     return out;
   } catch (Error& e) {

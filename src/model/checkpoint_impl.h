@@ -61,7 +61,12 @@ struct Storage : StorageInfo {
 /// A tensor with the graph values it is made of.
 struct Tensor : TensorInfo {
   Value* value = nullptr;    ///< the graph value that *is* the tensor (the Parameter when wrapped)
-  Value* rebuild = nullptr;  ///< the _rebuild_tensor* call
+  /// The _rebuild_tensor* call; for a tensor with Python attributes
+  /// (TensorInfo::python_attributes) the _rebuild_from_type_v2 call, whose
+  /// arguments hold the rebuild function and its arguments apart. Read and
+  /// change the rebuild through rebuild_function, rebuild_arguments and
+  /// set_rebuild (model/torch_objects.h), which know both forms.
+  Value* rebuild = nullptr;
   Value* dtype_arg = nullptr;///< the dtype Global argument of _rebuild_tensor_v3, if any
 };
 

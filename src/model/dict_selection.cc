@@ -4,6 +4,7 @@
 
 #include "ckptfix/error.h"
 #include "model/graph_walk.h"
+#include "model/state_dict_values.h"
 
 namespace ckptfix {
 
@@ -53,11 +54,16 @@ std::vector<TargetDict> select_dicts(const CheckpointImpl& checkpoint, const std
   return out;
 }
 
-std::vector<TargetTensor> select_tensors(const CheckpointImpl& checkpoint, const std::vector<TargetDict>& dicts) {
+std::vector<TargetTensor> select_tensors(const CheckpointImpl& checkpoint, const std::vector<TargetDict>& dicts,
+                                         ExtraStates extra_states) {
   std::vector<TargetTensor> out;
   std::unordered_set<size_t> seen;
   for (const TargetDict& d : dicts) {
     walk_checkpoint(checkpoint, d.dict, [&](Value& v, const Path& path) {
+      if (extra_states == ExtraStates::kSkip && !path.empty()) {
+        const auto* key = std::get_if<std::string>(&path.back());
+        if (key != nullptr && is_extra_state_key(*key)) return false;
+      }
       const Tensor* t = checkpoint.tensor_of(&v);
       if (t == nullptr) return true;
       const size_t index = static_cast<size_t>(t - checkpoint.tensors.data());

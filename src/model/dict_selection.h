@@ -42,8 +42,15 @@ std::vector<StateDict> default_state_dicts(const CheckpointImpl& checkpoint);
 /// that is not a dict.
 std::vector<TargetDict> select_dicts(const CheckpointImpl& checkpoint, const std::vector<std::string>& keys);
 
+/// Whether select_tensors goes into the values of `_extra_state` keys.
+enum class ExtraStates {
+  kSkip,     ///< for the passes that change values (a cast): a module's extra state is carried as data
+  kInclude,  ///< for those that place bytes (a retag): its tensors must load where the others do
+};
+
 /// The tensors inside the selected dicts (each tensor once, first position wins).
-std::vector<TargetTensor> select_tensors(const CheckpointImpl& checkpoint, const std::vector<TargetDict>& dicts);
+std::vector<TargetTensor> select_tensors(const CheckpointImpl& checkpoint, const std::vector<TargetDict>& dicts,
+                                         ExtraStates extra_states = ExtraStates::kInclude);
 
 /// The entries of the root when it is a state dict (an empty dict counts:
 /// an empty safetensors file reads as one), else nullopt: what a format

@@ -8,6 +8,7 @@
 #include "ckptfix/error.h"
 #include "error_boundary.h"
 #include "model/checkpoint_impl.h"
+#include "model/state_dict_values.h"
 
 namespace ckptfix {
 namespace {
@@ -275,27 +276,21 @@ std::vector<StateDict> find_state_dicts(const CheckpointImpl& checkpoint) {
       optimizer_paths.push_back(path);
       return true;
     }
-    size_t tensors = 0;
-    bool all = !v.entries().empty();
+    if (state_dict_problem(checkpoint, v)) return true;
+    StateDict found;
+    found.path = path;
+    found.dict = &v;
+    found.in_optimizer = !optimizer_paths.empty();
+    found.size = v.entries().size();
+    found.keys.reserve(found.size);
     for (const auto& [k, val] : v.entries()) {
-      if (!k->is_str() || !impl_->tensor_by_value.count(val)) {
-        all = false;
-        break;
-      }
-      ++tensors;
+      found.keys.push_back(k->text);
+      const EntryKind kind = entry_kind(checkpoint, *k, *val);
+      found.sparse_tensors += kind == EntryKind::kSparse;
+      found.extra_states += kind == EntryKind::kExtraState;
     }
-    if (all) {
-      StateDict found;
-      found.path = path;
-      found.dict = &v;
-      found.in_optimizer = !optimizer_paths.empty();
-      found.size = tensors;
-      found.keys.reserve(tensors);
-      for (const auto& entry : v.entries()) found.keys.push_back(entry.first->text);
-      out.push_back(std::move(found));
-      return false;
-    }
-    return true;
+    out.push_back(std::move(found));
+    return false;
   });
   return out;
 }

@@ -41,10 +41,24 @@ bool as_bool(const Value* v, bool& out) {
 }
 
 // A dense or quantized rebuild call, parsed. Returns false if `v` is not one.
+// A tensor with Python attributes is a call of
+// torch._tensor._rebuild_from_type_v2(func, type, args, state), which
+// calls func(*args), makes it a `type` and sets the attributes `state`
+// holds (torch >= 2.0's Tensor.__reduce_ex__; torch 1.13 drops them on load).
 bool parse_rebuild(CheckpointImpl& impl, Value& v, Tensor& t) {
   if (v.kind != ValueKind::kObject || v.callable() == nullptr || v.callable()->kind != ValueKind::kGlobal) return false;
-  if (v.callable()->text != "torch._utils") return false;
-  const std::string& fn = v.callable()->name();
+  const Value* function = v.callable();
+  const Value* arguments = v.args();
+  if (v.is_call_to("torch._tensor", "_rebuild_from_type_v2")) {
+    const auto& outer = v.args()->items;
+    if (outer.size() != 4 || outer[0]->kind != ValueKind::kGlobal || outer[1]->kind != ValueKind::kGlobal) return false;
+    if (outer[2]->kind != ValueKind::kTuple) throw corrupt("malformed _rebuild_from_type_v2 call: its arguments are not a tuple");
+    function = outer[0];
+    arguments = outer[2];
+    t.python_attributes = true;
+  }
+  if (function->text != "torch._utils") return false;
+  const std::string& fn = function->name();
   size_t min_args = 0;
   if (fn == "_rebuild_tensor") {
     min_args = 4;
@@ -57,7 +71,7 @@ bool parse_rebuild(CheckpointImpl& impl, Value& v, Tensor& t) {
   } else {
     return false;
   }
-  const auto& a = v.args()->items;
+  const auto& a = arguments->items;
   auto bad = [&](const std::string& what) {
     return corrupt("malformed " + fn + " call: " + what);
   };
@@ -90,6 +104,24 @@ bool parse_rebuild(CheckpointImpl& impl, Value& v, Tensor& t) {
 }
 
 }  // namespace
+
+const Value& rebuild_function(const Tensor& t) {
+  return t.python_attributes ? *t.rebuild->args()->items[0] : *t.rebuild->callable();
+}
+
+const std::vector<Value*>& rebuild_arguments(const Tensor& t) {
+  return t.python_attributes ? t.rebuild->args()->items[2]->items : t.rebuild->args()->items;
+}
+
+void set_rebuild(ValueGraph& graph, Tensor& t, Value* function, std::vector<Value*> arguments) {
+  if (!t.python_attributes) {
+    t.rebuild->callable() = function;
+    t.rebuild->args() = graph.make_tuple(std::move(arguments));
+    return;
+  }
+  const auto& outer = t.rebuild->args()->items;  // (func, type, args, state)
+  t.rebuild->args() = graph.make_tuple({function, outer[1], graph.make_tuple(std::move(arguments)), outer[3]});
+}
 
 uint64_t Storage::output_nbytes() const {
   if (!cast_to) return nbytes;

@@ -75,6 +75,17 @@ void note_state_dict_globals(CheckpointImpl& impl);
 /// Builds impl.tensors from the rebuild calls in the graph.
 void build_tensor_table(CheckpointImpl& impl);
 
+/// The function a tensor's rebuild calls (the Global _rebuild_tensor_v2,
+/// ...) and its arguments: the call's own, or for a tensor with Python
+/// attributes, _rebuild_from_type_v2(func, type, args, state)'s func and args.
+const Value& rebuild_function(const Tensor& t);
+const std::vector<Value*>& rebuild_arguments(const Tensor& t);
+/// Makes the tensor's rebuild `function(*arguments)`, in whichever form it
+/// has (the attributes of a tensor that has them are kept). Values the
+/// pickle may share with other tensors (the argument tuples) are replaced,
+/// never mutated.
+void set_rebuild(ValueGraph& graph, Tensor& t, Value* function, std::vector<Value*> arguments);
+
 /// What is wrong with a tensor's view of its storage (sizes and strides that
 /// do not match, are negative or overflow, or reach past the storage), or
 /// nullopt when it fits.

@@ -18,6 +18,7 @@
 
 #include "passes/passes_internal.h"
 #include "model/checkpoint_impl.h"
+#include "model/torch_objects.h"
 
 namespace ckptfix {
 namespace {
@@ -27,14 +28,14 @@ namespace {
 // callable, are replaced, never mutated.
 void rebuild_with_dtype(Checkpoint& checkpoint, Tensor& t, Value* v3, Value* dtype) {
   ValueGraph& graph = impl_of(checkpoint).graph;
-  const std::vector<Value*>& a = t.rebuild->args()->items;
+  const std::vector<Value*>& a = rebuild_arguments(t);
   std::vector<Value*> args;
   if (t.dtype_arg != nullptr) {  // already v3: swap the dtype
     args = a;
     for (Value*& arg : args) {
       if (arg == t.dtype_arg) arg = dtype;
     }
-  } else if (t.rebuild->callable()->name() == "_rebuild_tensor_v2") {
+  } else if (rebuild_function(t).name() == "_rebuild_tensor_v2") {
     // (storage, offset, size, stride, requires_grad, hooks[, metadata]): dtype goes before metadata.
     args.assign(a.begin(), a.begin() + 6);
     args.push_back(dtype);
@@ -48,8 +49,7 @@ void rebuild_with_dtype(Checkpoint& checkpoint, Tensor& t, Value* v3, Value* dty
     args.push_back(hooks);
     args.push_back(dtype);
   }
-  t.rebuild->args() = graph.make_tuple(std::move(args));
-  t.rebuild->callable() = v3;
+  set_rebuild(graph, t, v3, std::move(args));
   t.dtype_arg = dtype;
 }
 
@@ -120,7 +120,7 @@ void plan_cast(Checkpoint& checkpoint, const std::vector<TargetTensor>& targets,
       if (t.dtype_arg == nullptr && !needs_v3) continue;  // the typed storage class tells the type
       if (dtype_global == nullptr) dtype_global = impl_of(checkpoint).graph.make_global("torch", std::string(dtype_name(to)));
       if (needs_v3 && v3_global == nullptr) v3_global = impl_of(checkpoint).graph.make_global("torch._utils", "_rebuild_tensor_v3");
-      rebuild_with_dtype(checkpoint, t, needs_v3 ? v3_global : t.rebuild->callable(), dtype_global);
+      rebuild_with_dtype(checkpoint, t, needs_v3 ? v3_global : const_cast<Value*>(&rebuild_function(t)), dtype_global);
     }
   }
 }

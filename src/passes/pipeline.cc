@@ -1,10 +1,12 @@
 // apply_passes: the fixed order of the passes, and option validation.
 #include <algorithm>
+#include <map>
 #include <unordered_set>
 
 #include "ckptfix/error.h"
 #include "model/checkpoint_impl.h"
 #include "model/payloads.h"
+#include "model/state_dict_values.h"
 #include "error_boundary.h"
 #include "ckptfix/prefixes.h"
 #include "passes/passes_internal.h"
@@ -69,6 +71,68 @@ void refuse_dtypes_not_loading(Checkpoint& checkpoint, TorchVersion torch) {
   }
 }
 
+// A key renamed several times (strip _orig_mod., then module., then add a
+// prefix) is one rename, from its name in the input to its name in the
+// output; a key that ends where it began is no rename.
+void collapse_renames(std::vector<KeyRename>& renames) {
+  std::map<std::pair<std::string, std::string>, size_t> by_current;  // (dict, name now) -> rename
+  std::vector<KeyRename> out;
+  for (KeyRename& r : renames) {
+    const std::string dict = path_to_string(r.dict);
+    const auto it = by_current.find({dict, r.from});
+    if (it == by_current.end()) {
+      by_current[{dict, r.to}] = out.size();
+      out.push_back(std::move(r));
+      continue;
+    }
+    const size_t index = it->second;
+    by_current.erase(it);
+    out[index].to = r.to;
+    by_current[{dict, r.to}] = index;
+  }
+  out.erase(std::remove_if(out.begin(), out.end(), [](const KeyRename& r) { return r.from == r.to; }), out.end());
+  renames = std::move(out);
+}
+
+// The passes that edit state dicts were asked for and did nothing: say why
+// (Error kConflict), where the file has keys they were meant for, instead
+// of letting the file through as "nothing to change". A file whose keys are
+// simply already as asked (no wrapper prefix left, every tensor cast) is
+// unchanged, not an error.
+void refuse_what_was_not_done(const CheckpointImpl& impl, const PassOptions& options,
+                              const std::vector<TargetDict>& dicts, const PassReport& report) {
+  const bool edits_dicts = !options.strip_prefixes.empty() || options.auto_strip || !options.add_prefix.empty() ||
+                           options.cast_to.has_value();
+  if (!edits_dicts) return;
+  if (dicts.empty()) {
+    // No state dict, but maybe a dict of tensors that is not one: say which, and why.
+    if (const auto not_one = dict_of_tensors_not_a_state_dict(impl)) {
+      throw Error(ErrorKind::kConflict, "the checkpoint holds no state dict" + not_one->reason() +
+                                            ", so nothing was done; `keys`='" + not_one->path + "' edits it anyway");
+    }
+    return;
+  }
+  if (options.strip_prefixes.empty() || !report.renames.empty()) return;
+  // An explicit prefix matched no key, where the keys share another wrapper prefix.
+  for (const TargetDict& d : dicts) {
+    std::vector<std::string> keys;
+    for (const auto& [k, v] : d.dict->entries()) {
+      if (k->is_str()) keys.push_back(k->text);
+    }
+    const std::string shared = shared_wrapper_prefix(keys);
+    if (shared.empty()) continue;
+    std::string asked;
+    for (const std::string& p : options.strip_prefixes) asked += (asked.empty() ? "'" : ", '") + p + "'";
+    const std::string first = shared.substr(0, shared.find('.') + 1);
+    throw Error(ErrorKind::kConflict,
+                "no key starts with " + asked + ", but every key of '" +
+                    (d.path.empty() ? std::string("<root>") : path_to_string(d.path)) + "' starts with the wrapper prefix '" +
+                    shared + "': strip it with `strip_prefixes`='" + first + "'" +
+                    (shared != first ? " (and then the next), or all of it with `auto_strip`" : " or `auto_strip`") +
+                    "; nothing was written");
+  }
+}
+
 PassReport run_passes(Checkpoint& checkpoint, const PassOptions& options) {
   CheckpointImpl& impl = impl_of(checkpoint);
   PassReport report;
@@ -119,6 +183,7 @@ PassReport run_passes(Checkpoint& checkpoint, const PassOptions& options) {
     }
     add_prefix(impl_of(checkpoint).graph, *d.dict, d.path, options.add_prefix, report);
   }
+  collapse_renames(report.renames);
 
   // 3. remap devices: every storage, or those of the tensors in --key dicts.
   if (options.to_device || !options.device_map.empty()) {
@@ -136,13 +201,14 @@ PassReport run_passes(Checkpoint& checkpoint, const PassOptions& options) {
   }
 
   // 4. cast
-  if (options.cast_to) plan_cast(checkpoint, select_tensors(impl, dicts), options, report);
+  if (options.cast_to) plan_cast(checkpoint, select_tensors(impl, dicts, ExtraStates::kSkip), options, report);
 
   // 5. for LibTorch
   if (options.for_libtorch) make_libtorch_state_dict(checkpoint, options, report);
 
   // 6. the output's dtypes, for the torch release it is for
   if (options.torch) refuse_dtypes_not_loading(checkpoint, *options.torch);
+  refuse_what_was_not_done(impl, options, dicts, report);
   return report;
 }
 

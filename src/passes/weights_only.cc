@@ -13,6 +13,7 @@
 #include "ckptfix/error.h"
 #include "model/graph_walk.h"
 #include "model/payloads.h"
+#include "model/torch_objects.h"
 #include "passes/passes_internal.h"
 #include "passes/weights_only_rules.h"
 #include "pickle/global_policy.h"
@@ -48,8 +49,8 @@ void unwrap_unreachable_parameters(CheckpointImpl& impl) {
     impl.tensor_by_value.erase(t.value);
     t.value = t.rebuild;
     t.parameter = false;
-    const auto& a = t.rebuild->args()->items;
-    const size_t grad = t.rebuild->is_call_to("torch._utils", "_rebuild_qtensor") ? 5 : 4;
+    const auto& a = rebuild_arguments(t);
+    const size_t grad = rebuild_function(t).is_global("torch._utils", "_rebuild_qtensor") ? 5 : 4;
     t.requires_grad = a.size() > grad && a[grad]->kind == ValueKind::kBool && a[grad]->boolean;
   }
 }

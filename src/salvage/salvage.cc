@@ -5,16 +5,62 @@
 // is made from the log and the checkpoint that remains.
 #include "ckptfix/salvage.h"
 
+#include <algorithm>
 #include <set>
 
 #include "ckptfix/error.h"
+#include "error_boundary.h"
 #include "formats/registry.h"
 #include "model/checkpoint_impl.h"
+#include "model/graph_walk.h"
 
 namespace ckptfix {
 namespace {
 
 constexpr const char kNothing[] = "nothing can be recovered: ";
+
+// Optimizer states whose per-parameter state lost tensors (a lost key
+// "PATH/state/3/exp_avg" for the optimizer at PATH): named, and unless
+// `keep_partial`, their whole `state` dropped, so that resuming restarts
+// every parameter's momentum alike instead of some of them silently.
+std::vector<PartialOptimizer> handle_partial_optimizers(CheckpointImpl& impl, const SalvageLog& log,
+                                                        bool keep_partial) {
+  std::vector<PartialOptimizer> out;
+  std::vector<std::pair<std::string, Value*>> optimizers;  // path, value
+  walk_checkpoint(impl, impl.root, [&](Value& v, const Path& path) {
+    if (impl.tensor_of(&v) != nullptr) return false;
+    if (is_optimizer_state(v)) optimizers.emplace_back(path.empty() ? "" : path_to_string(path), &v);
+    return true;
+  });
+  for (const auto& [path, optimizer] : optimizers) {
+    const std::string state_prefix = (path.empty() ? "" : path + "/") + "state/";
+    PartialOptimizer partial;
+    partial.path = path.empty() ? "<root>" : path;
+    for (const SalvageLog::Lost& l : log.lost) {
+      if (l.key.rfind(state_prefix, 0) != 0) continue;
+      const std::string rest = l.key.substr(state_prefix.size());
+      const std::string parameter = rest.substr(0, rest.find('/'));
+      if (std::find(partial.parameters.begin(), partial.parameters.end(), parameter) == partial.parameters.end()) {
+        partial.parameters.push_back(parameter);
+      }
+    }
+    if (partial.parameters.empty()) continue;
+    if (!keep_partial) {
+      for (auto& [k, v] : optimizer->entries()) {
+        if (!k->is_str() || k->text != "state") continue;
+        walk_checkpoint(impl, v, [&](Value& inner, const Path&) {
+          if (impl.tensor_of(&inner) == nullptr) return true;
+          ++partial.tensors_dropped;
+          return false;
+        });
+        v = impl.graph.make(ValueKind::kDict);
+        partial.state_dropped = true;
+      }
+    }
+    out.push_back(std::move(partial));
+  }
+  return out;
+}
 
 SalvageReport make_report(const Checkpoint& checkpoint, SalvageLog& log) {
   SalvageReport report;
@@ -39,10 +85,16 @@ SalvageReport make_report(const Checkpoint& checkpoint, SalvageLog& log) {
 }  // namespace
 
 Salvaged salvage_checkpoint(const std::filesystem::path& path, const OpenOptions& options) {
+  SalvageOptions salvage;
+  salvage.open = options;
+  return salvage_checkpoint(path, salvage);
+}
+
+Salvaged salvage_checkpoint(const std::filesystem::path& path, const SalvageOptions& options) {
   SalvageLog log;
   std::optional<Checkpoint> checkpoint;
   try {
-    checkpoint = open_checkpoint(path, options, &log);
+    checkpoint = open_checkpoint(path, options.open, &log);
   } catch (const Error& e) {
     // A damaged file the readers cannot get past: say so plainly.
     if (e.kind() != ErrorKind::kCorrupt || e.message().rfind(kNothing, 0) == 0) throw;
@@ -51,7 +103,11 @@ Salvaged salvage_checkpoint(const std::filesystem::path& path, const OpenOptions
     if (!e.location().empty()) nothing.at(e.location());
     throw nothing;
   }
+  std::vector<PartialOptimizer> optimizers = error_boundary(path.string(), [&] {
+    return handle_partial_optimizers(impl_of(*checkpoint), log, options.keep_partial_optimizer);
+  });
   SalvageReport report = make_report(*checkpoint, log);
+  report.optimizers = std::move(optimizers);
   if (report.recovered.empty() && !report.lost.empty()) {
     throw Error(ErrorKind::kCorrupt, std::string(kNothing) + "all " + std::to_string(report.lost.size()) +
                                          " tensors are lost (the first: '" + report.lost.front().key + "', " +

@@ -163,6 +163,13 @@ Plan plan_file(const Checkpoint& checkpoint, const std::filesystem::path& path, 
   }
   const std::vector<StateDictEntry>& entries = *root_entries;
   for (const StateDictEntry& e : entries) {
+    if (e.kind != StateDictEntry::Kind::kTensor) {
+      throw Error(ErrorKind::kUnsupported,
+                  std::string(e.kind == StateDictEntry::Kind::kSparseTensor ? "a " + e.sparse.layout + " tensor"
+                                                                            : "a module's extra state (Python data)") +
+                      " cannot be stored in a safetensors file, which holds dense tensors only; write a torch file")
+          .at("key '" + e.key + "'");
+    }
     // Keys the header cannot spell: refused here, naming the input, rather
     // than written into a file that does not read back.
     if (e.key == "__metadata__") {

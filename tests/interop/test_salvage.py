@@ -147,6 +147,40 @@ def without_lost(obj, lost):
     return obj
 
 
+def partial_optimizers(obj, lost, path=()):
+    """{optimizer path: sorted parameter keys (str)} for each optimizer state ({state, param_groups}) of
+    `obj` whose per-parameter state holds a tensor `lost` selects: what salvage must name (issue 50)."""
+    out = {}
+    if isinstance(obj, dict):
+        if "state" in obj and "param_groups" in obj and isinstance(obj["state"], dict):
+            params = sorted(str(k) for k, s in obj["state"].items()
+                            if any(lost(t) for _, t in tensor_positions(s)))
+            if params:
+                out["/".join(path) if path else "<root>"] = params
+        for k, v in obj.items():
+            out.update(partial_optimizers(v, lost, path + (str(k),)))
+    elif isinstance(obj, (list, tuple)):
+        for i, v in enumerate(obj):
+            out.update(partial_optimizers(v, lost, path + (str(i),)))
+    return out
+
+
+def dropping_partial_optimizers(obj, partial, path=()):
+    """`obj` with the whole `state` of each optimizer named in `partial` made {} (salvage's default)."""
+    where = "/".join(path) if path else "<root>"
+    if isinstance(obj, dict):
+        out = type(obj)()
+        for k, v in obj.items():
+            out[k] = {} if (where in partial and k == "state") else dropping_partial_optimizers(v, partial,
+                                                                                                  path + (str(k),))
+        return out
+    if isinstance(obj, list):
+        return [dropping_partial_optimizers(v, partial, path + (str(i),)) for i, v in enumerate(obj)]
+    if isinstance(obj, tuple):
+        return tuple(dropping_partial_optimizers(v, partial, path + (str(i),)) for i, v in enumerate(obj))
+    return obj
+
+
 class SalvageTestCase(support.ScratchDirTest):
     maxDiff = None
     prefix = "ckptfix-salvage-"
@@ -208,8 +242,12 @@ class SalvageTestCase(support.ScratchDirTest):
         compared as a mapping of keys to tensors."""
         proc, doc = self.salvage(damaged, out)
         positions = list(tensor_positions(original))
+        # An optimizer whose per-parameter state lost a tensor has its whole state dropped (issue 50).
+        partial = partial_optimizers(original, lost)
+        dropped = {p for p, _ in tensor_positions(dropping_partial_optimizers(original, {}))
+                   if any(p.startswith(("" if o == "<root>" else o + "/") + "state/") for o in partial)}
         want_lost = sorted(p for p, t in positions if lost(t))
-        want_kept = sorted(p for p, t in positions if not lost(t))
+        want_kept = sorted(p for p, t in positions if not lost(t) and p not in dropped)
         if not want_kept and want_lost:
             self.assertEqual(proc.returncode, 1, f"{what}: everything is lost, so exit 1\n{proc.stderr}")
             self.assertFalse(os.path.exists(out), f"{what}: nothing to write")
@@ -221,8 +259,11 @@ class SalvageTestCase(support.ScratchDirTest):
         self.assertEqual(report["complete"], not want_lost, what)
         for l in report["lost"]:
             self.assertTrue(l["reason"], f"{what}: '{l['key']}' lost without a reason")
+        self.assertEqual({o["path"]: sorted(o["parameters_with_lost_state"]) for o in report["partial_optimizers"]},
+                         partial, f"{what}: optimizers with a partial state named")
+        self.assertTrue(all(o["state_dropped"] for o in report["partial_optimizers"]), what)
         salvaged = (load or torch.load)(out)
-        expected = without_lost(original, lost)
+        expected = dropping_partial_optimizers(without_lost(original, lost), partial)
         if state_dict:
             self.assertIsInstance(salvaged, dict, what)
             salvaged, expected = dict(sorted(salvaged.items())), dict(sorted(expected.items()))
@@ -331,6 +372,43 @@ class ZipSalvageTest(SalvageTestCase):
         self.assert_salvaged(self.intact, self.path("whole.pt"), self.original, lambda t: False, "intact")
         proc, _ = self.salvage(self.intact, self.path("whole2.pt"), "--require-complete")
         self.assertEqual(proc.returncode, 0, proc.stderr)
+
+    def test_an_optimizer_with_a_partial_state_is_dropped_unless_kept(self):
+        """Issue 50: an optimizer whose momentum buffers were partly lost kept `{}` for those parameters and
+        exited 0, so resuming restarted their momentum silently. Now its whole state is dropped (named in
+        the report and the JSON), or with --keep-partial-optimizer kept as it is, also named."""
+        model = torch.nn.Sequential(torch.nn.Linear(8, 6), torch.nn.Linear(6, 3))
+        opt = torch.optim.Adam(model.parameters())
+        model(torch.randn(4, 8)).sum().backward()
+        opt.step()
+        original = {"model": model.state_dict(), "optimizer": opt.state_dict(), "epoch": 7}
+        intact = self.path("train.pt")
+        torch.save(original, intact)
+        with open(intact, "rb") as f:
+            data = bytearray(f.read())
+        victim = original["optimizer"]["state"][2]["exp_avg"]
+        at = data.find(tensor_bytes(victim))
+        self.assertEqual(data.find(tensor_bytes(victim), at + 1), -1)
+        data[at] ^= 0x40
+        damaged = self.damaged("flipped.pt", bytes(data))
+        lost = lambda t: t is victim  # noqa: E731
+        proc, doc = self.assert_salvaged(damaged, self.path("out.pt"), original, lost, "a momentum buffer flipped")
+        self.assertIn("optimizer 'optimizer': the state of 1 parameter (2) lost tensors; its whole state was dropped",
+                      proc.stderr)
+        salvaged = torch.load(self.path("out.pt"))
+        self.assertEqual(salvaged["optimizer"]["state"], {})
+        self.assertEqual(salvaged["optimizer"]["param_groups"], original["optimizer"]["param_groups"])
+        opt.load_state_dict(salvaged["optimizer"])  # resumes: every parameter restarts alike
+        # Kept on request, and still named.
+        proc, doc = self.salvage(damaged, self.path("kept.pt"), "--keep-partial-optimizer")
+        self.assertEqual(proc.returncode, 0, proc.stderr)
+        self.assertEqual(doc["salvage"]["partial_optimizers"],
+                         [{"path": "optimizer", "parameters_with_lost_state": ["2"], "state_dropped": False,
+                           "tensors_dropped": 0}])
+        kept = torch.load(self.path("kept.pt"))
+        self.assertEqual(sorted(kept["optimizer"]["state"][2]), sorted(k for k in original["optimizer"]["state"][2]
+                                                                         if k != "exp_avg"))
+        self.assertIn("kept as it is (--keep-partial-optimizer)", proc.stderr)
 
     def test_zeroed_central_directory(self):
         data = bytearray(self.layout.data)
