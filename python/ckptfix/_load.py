@@ -264,9 +264,11 @@ def typed_tensors(layout: Dict[str, Any], torch: Any, bases: List["torch.Tensor"
         elif t["requires_grad"]:
             result.requires_grad_(True)
         made[made_key] = result
-        # Python attributes (t.foo = 1 before saving), set again as torch >= 2.0's load does.
-        for name, value in decode(t.get("attributes", {"dict": []})).items():
-            setattr(result, name, value)
+        # Python attributes (t.foo = 1 before saving), set again where this
+        # torch's own load does (torch >= 2.0; 1.13 drops them).
+        if "attributes" in t and hasattr(torch._utils, "_set_obj_state"):
+            for name, value in decode(t["attributes"]).items():
+                setattr(result, name, value)
         return result
 
     def decode(value: Any) -> Any:

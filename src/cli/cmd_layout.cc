@@ -227,7 +227,7 @@ int run(const LayoutArgs& args) {
         }
         out_entries.push_back(std::move(j));
       } catch (Error& error) {
-        if (error.location().empty()) error.at("key '" + e.key + "'");
+        if (error.location().empty()) error.at("key '" + e.key + "'");  // plain_value's name it already
         throw;
       }
     }

@@ -62,11 +62,13 @@ struct Storage : StorageInfo {
 struct Tensor : TensorInfo {
   Value* value = nullptr;    ///< the graph value that *is* the tensor (the Parameter when wrapped)
   /// The _rebuild_tensor* call; for a tensor with Python attributes
-  /// (TensorInfo::python_attributes) the _rebuild_from_type_v2 call, whose
-  /// arguments hold the rebuild function and its arguments apart. Read and
-  /// change the rebuild through rebuild_function, rebuild_arguments and
-  /// set_rebuild (model/torch_objects.h), which know both forms.
+  /// (`from_type`) the _rebuild_from_type_v2 call, whose arguments hold
+  /// the rebuild function and its arguments apart. Read and change the
+  /// rebuild through rebuild_function, rebuild_arguments and set_rebuild
+  /// (model/torch_objects.h), which know both forms.
   Value* rebuild = nullptr;
+  /// `rebuild` is _rebuild_from_type_v2(func, type, args, state).
+  bool from_type = false;
   Value* dtype_arg = nullptr;///< the dtype Global argument of _rebuild_tensor_v3, if any
 };
 

@@ -2,6 +2,7 @@
 
 #include <algorithm>
 #include <cstring>
+#include <optional>
 
 #include "ckptfix/error.h"
 #include "error_boundary.h"
@@ -87,6 +88,23 @@ std::string big_int_decimal(const std::string& bytes) {
   return std::string(digits.rbegin(), digits.rend());
 }
 
+// The bytes a str of code points 0..255 stands for (protocol 2's
+// _codecs.encode(str, 'latin1')), or nullopt for a code point above 255.
+std::optional<std::string> utf8_to_latin1(const std::string& text) {
+  std::string out;
+  for (size_t i = 0; i < text.size(); ++i) {
+    const auto c = static_cast<unsigned char>(text[i]);
+    if (c < 0x80) {
+      out.push_back(static_cast<char>(c));
+    } else if ((c == 0xC2 || c == 0xC3) && i + 1 < text.size()) {
+      out.push_back(static_cast<char>(((c & 0x03) << 6) | (static_cast<unsigned char>(text[++i]) & 0x3F)));
+    } else {
+      return std::nullopt;
+    }
+  }
+  return out;
+}
+
 // The value of `dict`'s entry `key`.
 const Value* entry_value(const Value& dict, const std::string& key) {
   for (const auto& [k, v] : dict.entries()) {
@@ -100,10 +118,11 @@ const Value* entry_value(const Value& dict, const std::string& key) {
 // children queued below it.
 PlainValue to_plain(const CheckpointImpl& checkpoint, const Value& root, const std::string& where) {
   auto unsupported = [&](const Value& v) {
-    return Error(ErrorKind::kUnsupported, "'" + where + "' holds " + describe_value(v) +
+    return Error(ErrorKind::kUnsupported, "holds " + describe_value(v) +
                                               ", which is not plain data (None, bool, int, float, str, bytes, list, "
                                               "tuple, dict, set, tensors): it is not loaded, since loading it would "
-                                              "run its class's code");
+                                              "run its class's code")
+        .at(where);
   };
   PlainValue out;
   struct Work {
@@ -156,11 +175,38 @@ PlainValue to_plain(const CheckpointImpl& checkpoint, const Value& root, const s
         children.assign(v.items.begin(), v.items.end());
         break;
       case ValueKind::kDict:
-      case ValueKind::kObject:
-        if (!is_dict_like(v)) throw unsupported(v);
-        p.kind = v.kind == ValueKind::kDict ? PlainValue::Kind::kDict : PlainValue::Kind::kOrderedDict;
+        p.kind = PlainValue::Kind::kDict;
         for (const auto& [key, value] : v.entries()) children.push_back(key), children.push_back(value);
         break;
+      case ValueKind::kObject: {
+        // What pickle protocol 2 spells as calls: an OrderedDict, bytes
+        // (_codecs.encode(str, 'latin1')), a set or frozenset (of a list).
+        if (is_dict_like(v)) {
+          p.kind = PlainValue::Kind::kOrderedDict;
+          for (const auto& [key, value] : v.entries()) children.push_back(key), children.push_back(value);
+          break;
+        }
+        const std::vector<Value*> no_args;
+        const std::vector<Value*>& args = v.args() != nullptr ? v.args()->items : no_args;
+        if (v.is_call_to("_codecs", "encode") && args.size() == 2 && args[0]->is_str() && args[1]->is_str() &&
+            args[1]->text == "latin1" && v.entries().empty() && v.items.empty() && v.states().empty()) {
+          const std::optional<std::string> bytes = utf8_to_latin1(args[0]->text);
+          if (!bytes) throw unsupported(v);
+          p.kind = PlainValue::Kind::kBytes;
+          p.text = *bytes;
+          break;
+        }
+        const bool set = v.is_call_to("builtins", "set") || v.is_call_to("__builtin__", "set");
+        const bool frozenset = v.is_call_to("builtins", "frozenset") || v.is_call_to("__builtin__", "frozenset");
+        if ((set || frozenset) && args.size() <= 1 && (args.empty() || args[0]->kind == ValueKind::kList) &&
+            v.entries().empty() && v.states().empty()) {
+          p.kind = set ? PlainValue::Kind::kSet : PlainValue::Kind::kFrozenSet;
+          if (!args.empty()) children.assign(args[0]->items.begin(), args[0]->items.end());
+          children.insert(children.end(), v.items.begin(), v.items.end());
+          break;
+        }
+        throw unsupported(v);
+      }
       default: throw unsupported(v);
     }
     if (children.empty()) continue;
@@ -194,7 +240,7 @@ PlainValue plain_value(const Checkpoint& checkpoint, const std::string& key, con
     }
     const Value* value = dict != nullptr ? entry_value(*dict, entry.key) : nullptr;
     if (value == nullptr) throw Error(ErrorKind::kInvalidArgument, "the state dict has no key '" + entry.key + "'");
-    return to_plain(impl, *value, "key '" + entry.key + "'");
+    return to_plain(impl, *value, "key '" + entry.key + "'");  // names the key, as the layout does
   });
 }
 
@@ -206,9 +252,10 @@ PlainValue tensor_attributes(const Checkpoint& checkpoint, size_t tensor) {
     PlainValue out;
     out.kind = PlainValue::Kind::kDict;
     if (!t.python_attributes) return out;
-    // _rebuild_from_type_v2(func, type, args, state): state is the
-    // tensor's __dict__, or (__dict__, slots) for a class with __slots__.
-    const Value& state = *t.rebuild->args()->items[3];
+    // _rebuild_from_type_v2(func, type, args, state) and
+    // _rebuild_parameter_with_state(data, requires_grad, hooks, state): state
+    // is the tensor's __dict__, or (__dict__, slots) for a class with __slots__.
+    const Value& state = *(t.from_type ? t.rebuild : t.value)->args()->items[3];
     std::vector<const Value*> dicts;
     if (state.kind == ValueKind::kDict) dicts.push_back(&state);
     if (state.kind == ValueKind::kTuple) {
@@ -227,7 +274,7 @@ PlainValue tensor_attributes(const Checkpoint& checkpoint, size_t tensor) {
         key.kind = PlainValue::Kind::kStr;
         key.text = name->text;
         out.items.push_back(std::move(key));
-        out.items.push_back(to_plain(impl, *value, "attribute '" + name->text + "' of a tensor"));
+        out.items.push_back(to_plain(impl, *value, "attribute '" + name->text + "'"));
       }
     }
     return out;

@@ -55,6 +55,7 @@ bool parse_rebuild(CheckpointImpl& impl, Value& v, Tensor& t) {
     if (outer[2]->kind != ValueKind::kTuple) throw corrupt("malformed _rebuild_from_type_v2 call: its arguments are not a tuple");
     function = outer[0];
     arguments = outer[2];
+    t.from_type = true;
     t.python_attributes = true;
   }
   if (function->text != "torch._utils") return false;
@@ -106,15 +107,15 @@ bool parse_rebuild(CheckpointImpl& impl, Value& v, Tensor& t) {
 }  // namespace
 
 const Value& rebuild_function(const Tensor& t) {
-  return t.python_attributes ? *t.rebuild->args()->items[0] : *t.rebuild->callable();
+  return t.from_type ? *t.rebuild->args()->items[0] : *t.rebuild->callable();
 }
 
 const std::vector<Value*>& rebuild_arguments(const Tensor& t) {
-  return t.python_attributes ? t.rebuild->args()->items[2]->items : t.rebuild->args()->items;
+  return t.from_type ? t.rebuild->args()->items[2]->items : t.rebuild->args()->items;
 }
 
 void set_rebuild(ValueGraph& graph, Tensor& t, Value* function, std::vector<Value*> arguments) {
-  if (!t.python_attributes) {
+  if (!t.from_type) {
     t.rebuild->callable() = function;
     t.rebuild->args() = graph.make_tuple(std::move(arguments));
     return;
@@ -281,6 +282,11 @@ void build_tensor_table(CheckpointImpl& impl) {
     Tensor& t = impl.tensors[inner->second];
     t.value = &v;
     t.parameter = true;
+    // _rebuild_parameter_with_state(data, requires_grad, hooks, state): a Parameter's Python attributes.
+    if (v.is_call_to("torch._utils", "_rebuild_parameter_with_state") && a.size() >= 4 &&
+        a[3]->kind != ValueKind::kNone && !(a[3]->kind == ValueKind::kDict && a[3]->entries().empty())) {
+      t.python_attributes = true;
+    }
     if (!as_bool(a[1], t.requires_grad)) throw corrupt("malformed _rebuild_parameter call: requires_grad is not a bool");
     impl.tensor_by_value.emplace(&v, inner->second);
   });

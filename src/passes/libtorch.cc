@@ -40,7 +40,7 @@ void make_libtorch_state_dict(Checkpoint& checkpoint, const PassOptions& options
           .at("key '" + e.key + "'");
     }
     Tensor& t = impl_of(checkpoint).tensors[e.tensor];
-    if (t.python_attributes) {  // LibTorch has no _rebuild_from_type_v2, and no Python attributes
+    if (t.from_type) {  // LibTorch has no _rebuild_from_type_v2, and no Python attributes
       Value* plain = graph.make(ValueKind::kObject);
       plain->callable() = const_cast<Value*>(&rebuild_function(t));
       plain->args() = graph.make_tuple(rebuild_arguments(t));
@@ -50,9 +50,10 @@ void make_libtorch_state_dict(Checkpoint& checkpoint, const PassOptions& options
       t.python_attributes = false;
       report.warnings.push_back("the Python attributes of tensor '" + e.key + "' are not written (LibTorch has none)");
     }
-    if (t.parameter) {  // a plain tensor in place of the Parameter wrapping it
+    if (t.parameter) {  // a plain tensor in place of the Parameter wrapping it (its attributes go with it)
       t.value = t.rebuild;
       t.parameter = false;
+      t.python_attributes = false;
       const auto& args = rebuild_arguments(t);
       const Value* requires_grad = args.size() > 4 ? args[4] : nullptr;
       t.requires_grad = requires_grad != nullptr && requires_grad->kind == ValueKind::kBool && requires_grad->boolean;
