@@ -110,6 +110,14 @@ def make_state_dict(dst, *keys):
                             [(str(i), make_attacks.FOUR_FLOATS) for i in range(len(keys))])
 
 
+def make_state_dict_with_int(dst, int_key, *keys):
+    """state-dict-with-int DST INTKEY KEY...: as state-dict, plus INTKEY holding the int 3 (no state dict then)"""
+    m = make_attacks
+    entries = [(k, m.tensor(str(i), 4, (4,), (1,))) for i, k in enumerate(keys)] + [(int_key, m.int_op(3))]
+    m.checkpoint(dst, m.proto(2) + m.state_dict(entries) + m.STOP,
+                 [(str(i), m.FOUR_FLOATS) for i in range(len(keys))])
+
+
 def make_calls_global(dst, module, name):
     """calls-global DST MODULE NAME: a zip checkpoint whose pickle is MODULE.NAME('x') (never run here)"""
     m = make_attacks
@@ -158,6 +166,7 @@ GENERATORS = {
     'flipped-storage-byte': make_flipped_storage_byte,
     'attack': make_attack,
     'state-dict': make_state_dict,
+    'state-dict-with-int': make_state_dict_with_int,
     'calls-global': make_calls_global,
     'object-of': make_object_of,
     'safetensors': make_safetensors,
