@@ -13,7 +13,7 @@ equivalent.
 """
 from ._binary import executable
 from ._commands import check, convert, fix, inspect, salvage, weights_only
-from ._errors import CheckpointError
+from ._errors import CheckpointError, CheckpointIsADirectoryError, CheckpointNotFoundError
 from ._load import load
 
 
@@ -30,5 +30,5 @@ def _version() -> str:
 
 __version__ = _version()
 
-__all__ = ["CheckpointError", "check", "convert", "executable", "fix", "inspect", "load", "salvage",
+__all__ = ["CheckpointError", "CheckpointIsADirectoryError", "CheckpointNotFoundError", "check", "convert", "executable", "fix", "inspect", "load", "salvage",
            "weights_only", "__version__"]

@@ -15,7 +15,7 @@ import subprocess
 import sys
 from typing import Any, Dict, List, Optional, Sequence
 
-from ._errors import CheckpointError
+from ._errors import CheckpointError, CheckpointIsADirectoryError, CheckpointNotFoundError
 
 _ERROR_PREFIX = "ckptfix: error: "
 
@@ -49,14 +49,31 @@ def _first_error_line(stderr: str) -> Optional[str]:
     return None
 
 
+def check_input(path: str, *, recursive: bool = False) -> str:
+    """`path` as given, if it names a checkpoint the commands can read: a
+    file, a distributed checkpoint's directory, or with `recursive` any
+    directory. Raises CheckpointNotFoundError (a FileNotFoundError) when it
+    names nothing, CheckpointIsADirectoryError (an IsADirectoryError) for
+    another directory."""
+    if not os.path.exists(path):
+        raise CheckpointNotFoundError(path)
+    if os.path.isdir(path) and not recursive and not os.path.isfile(os.path.join(path, ".metadata")):
+        raise CheckpointIsADirectoryError(
+            path, "is a directory, not a checkpoint (nor a distributed checkpoint's, which holds .metadata); "
+                  "recursive=True reads the checkpoints under it where the function takes it")
+    return path
+
+
 def run_json(args: Sequence[str], *, failed_inputs_are_errors: bool = True) -> Dict[str, Any]:
     """Runs `ckptfix ARGS` (which must print one JSON document) and returns
     the document. A run that fails (exit 1 or 2) raises CheckpointError with
     the CLI's error line; for a batch document, the first failed input's.
     With `failed_inputs_are_errors` False (check, whose failed inputs are
     the gate's verdict), a document with exit 1 is returned as it is."""
+    # Messages then name this package's arguments (force=True), not flags (--force).
+    env = dict(os.environ, CKPTFIX_OPTION_NAMES="python")
     proc = subprocess.run([executable(), *args], stdin=subprocess.DEVNULL, stdout=subprocess.PIPE,
-                          stderr=subprocess.PIPE)
+                          stderr=subprocess.PIPE, env=env)
     stdout = proc.stdout.decode("utf-8", errors="replace")
     stderr = proc.stderr.decode("utf-8", errors="replace")
     doc: Optional[Dict[str, Any]] = None
@@ -73,6 +90,8 @@ def run_json(args: Sequence[str], *, failed_inputs_are_errors: bool = True) -> D
     kind = None
     message = _first_error_line(stderr)
     if doc is not None:
+        if doc.get("status") == "failed" and doc.get("error"):  # a one-input document (layout)
+            message, kind = doc["error"], doc.get("error_kind")
         for entry in doc.get("inputs", []):
             if entry.get("status") == "failed" and entry.get("error"):
                 message, kind = entry["error"], entry.get("error_kind")

@@ -6,16 +6,20 @@ from __future__ import annotations
 import os
 from typing import Any, Dict, Mapping, Optional, Sequence, Union
 
-from ._binary import flag_list, run_json
+from ._binary import check_input, flag_list, run_json
 
 Path = Union[str, "os.PathLike[str]"]
 Report = Dict[str, Any]
 
 
-def _paths(paths: Union[Path, Sequence[Path]]) -> list:
+def _paths(paths: Union[Path, Sequence[Path]], *, recursive: bool = False) -> list:
     if isinstance(paths, (str, os.PathLike)):
-        return [os.fspath(paths)]
-    return [os.fspath(p) for p in paths]
+        paths = [paths]
+    return [check_input(os.fspath(p), recursive=recursive) for p in paths]
+
+
+def _src(path: Path) -> str:
+    return check_input(os.fspath(path))
 
 
 def _write_flags(dst: Path, *, force: bool, verify: bool, allow_globals: Sequence[str],
@@ -34,7 +38,7 @@ def inspect(path: Path, *, torch: Optional[str] = None, stats: bool = False) -> 
     """`ckptfix inspect --json`: format, tensors, state dicts, globals (with
     what loading does with each), and whether each torch release's default
     torch.load would load the file. Reads no tensor byte unless `stats`."""
-    args = ["inspect", "--json", os.fspath(path)]
+    args = ["inspect", "--json", _src(path)]
     if torch:
         args += ["--torch", str(torch)]
     if stats:
@@ -42,23 +46,30 @@ def inspect(path: Path, *, torch: Optional[str] = None, stats: bool = False) -> 
     return run_json(args)
 
 
-def check(paths: Union[Path, Sequence[Path]], *, torch: Optional[Union[str, Sequence[str]]] = None,
-          allow_globals: Sequence[str] = (), device: Optional[str] = None, no_prefix: Sequence[str] = (),
-          dtypes: Optional[Sequence[str]] = None, crc: bool = False, finite: bool = False,
-          key: Sequence[str] = ()) -> Report:
+def check(paths: Union[Path, Sequence[Path]], *, recursive: bool = False, glob: Sequence[str] = (),
+          torch: Optional[Union[str, Sequence[str]]] = None, allow_globals: Sequence[str] = (),
+          device: Optional[str] = None, no_prefix: Sequence[str] = (), dtypes: Optional[Sequence[str]] = None,
+          crc: bool = True, finite: bool = False, key: Sequence[str] = ()) -> Report:
     """`ckptfix check --json`: the CI gate's rules. Returns the report; an
-    input with violations has status "failed" and its `violations` (that is
-    the gate failing, not an error). Raises CheckpointError only when the
-    command itself cannot run (a usage error)."""
-    args = ["check", "--json", *_paths(paths)]
+    input with violations, or one that does not open, has status "failed"
+    and its `violations` (that is the gate failing, not an error).
+    `recursive`: every checkpoint under directories given (a directory
+    with none fails); `glob`: the file names it takes (default *.pt, *.pth,
+    *.bin, *.ckpt). `crc`: read every record's CRC-32 (the default).
+    Raises CheckpointError when the command itself cannot run (a usage
+    error), FileNotFoundError for a path that names nothing."""
+    args = ["check", "--json", *_paths(paths, recursive=recursive)]
+    if recursive:
+        args.append("--recursive")
+    args += flag_list("--glob", glob)
     if torch:
         args += ["--torch", torch if isinstance(torch, str) else ",".join(torch)]
     if device:
         args += ["--device", device]
     if dtypes:
         args += ["--dtype", ",".join(dtypes)]
-    if crc:
-        args.append("--crc")
+    if not crc:
+        args.append("--no-crc")
     if finite:
         args.append("--finite")
     args += flag_list("--allow-global", allow_globals) + flag_list("--no-prefix", no_prefix) + flag_list("--key", key)
@@ -79,7 +90,7 @@ def fix(src: Path, dst: Path, *, strip_prefix: Union[None, bool, str] = None, au
     they are. Raises CheckpointError naming the problem (nothing is written
     then), e.g. when the pickle would call a global ckptfix does not know
     as data (see `allow_globals` and `weights_only`)."""
-    args = ["fix", os.fspath(src)]
+    args = ["fix", _src(src)]
     if strip_prefix is True:
         args.append("--strip-prefix")
     elif strip_prefix:
@@ -114,7 +125,7 @@ def convert(src: Path, dst: Path, *, extract: Optional[str] = None, key: Optiona
     shard set), from any format ckptfix reads (legacy, safetensors, shard
     sets, distributed checkpoints). `extract`: keep only the value at this
     path ("state_dict")."""
-    args = ["convert", os.fspath(src)]
+    args = ["convert", _src(src)]
     if extract:
         args += ["--extract", extract]
     if key:
@@ -141,19 +152,24 @@ def weights_only(src: Path, dst: Path, *, drop_unknown: bool = False, torch: Opt
     """`ckptfix weights-only`: rewrite what torch's default load
     (weights_only=True) refuses into the plain data it stands for (numpy
     values, Namespaces, configs, pickled modules -> their state_dict())."""
-    args = ["weights-only", os.fspath(src)]
+    args = ["weights-only", _src(src)]
     if drop_unknown:
         args.append("--drop-unknown")
     return run_json(args + _write_flags(dst, force=force, verify=verify, allow_globals=(), torch=torch))
 
 
-def salvage(src: Path, dst: Path, *, require_complete: bool = False, force: bool = False) -> Report:
+def salvage(src: Path, dst: Path, *, require_complete: bool = False, keep_partial_optimizer: bool = False,
+            force: bool = False) -> Report:
     """`ckptfix salvage`: what a damaged checkpoint (cut, "failed finding
     central directory", a flipped byte) still holds, every kept tensor
-    complete and CRC-checked; the report names each tensor lost and why."""
-    args = ["salvage", os.fspath(src), "-o", os.fspath(dst), "--json"]
+    complete and CRC-checked; the report names each tensor lost and why,
+    and each optimizer whose per-parameter state lost tensors, whose whole
+    state is then dropped unless `keep_partial_optimizer`."""
+    args = ["salvage", _src(src), "-o", os.fspath(dst), "--json"]
     if require_complete:
         args.append("--require-complete")
+    if keep_partial_optimizer:
+        args.append("--keep-partial-optimizer")
     if force:
         args.append("--force")
     return run_json(args)

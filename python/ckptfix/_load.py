@@ -10,7 +10,7 @@ import os
 import tempfile
 from typing import TYPE_CHECKING, Any, Callable, Dict, List, Mapping, Optional, Union
 
-from ._binary import run_json
+from ._binary import check_input, run_json
 from ._errors import CheckpointError
 
 if TYPE_CHECKING:  # torch is the caller's; it is imported when load() runs
@@ -65,11 +65,14 @@ def load(path: Union[str, "os.PathLike[str]"], *, map_location: MapLocation = "c
     `_extra_state`) as the plain data it holds, so that
     model.load_state_dict(sd, strict=True) takes it.
     CPU tensors are writable; writing changes memory, never the file.
-    Raises CheckpointError for a file ckptfix cannot read or refuses.
+    Raises CheckpointError for a file ckptfix cannot read or refuses (its
+    `kind` says why: "corrupt", "unsafe", ...), FileNotFoundError (also a
+    CheckpointError) for a path that names nothing, IsADirectoryError for a
+    directory that is not a distributed checkpoint.
     """
     import torch
 
-    path = os.fspath(path)
+    path = check_input(os.fspath(path))
     args = ["layout", path]
     if key:
         args += ["--key", key]

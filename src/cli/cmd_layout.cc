@@ -241,6 +241,15 @@ int run(const LayoutArgs& args) {
   } catch (Error& e) {
     e.in_file(args.input);
     print_error(e);
+    // The document a program reads says it too, with the error's kind.
+    std::cout << json_text({{"ckptfix", version()},
+                            {"schema", 2},
+                            {"command", "layout"},
+                            {"path", args.input},
+                            {"status", "failed"},
+                            {"error", cli_message(e)},
+                            {"error_kind", to_string(e.kind())}})
+              << std::endl;
     return exit_code_for(e);
   }
 }

@@ -11,6 +11,7 @@
 #include <iostream>
 
 #include "ckptfix/salvage.h"
+#include "cli/python_names.h"
 
 namespace ckptfix::cli {
 
@@ -108,6 +109,7 @@ void set_current_command(const std::string& name) { g_command = name; }
 std::string cli_message(const Error& e) {
   std::string text = with_flags(e.what());
   if (e.kind() == ErrorKind::kExists) text += "; use --force to overwrite it";
+  if (python_option_names()) text = with_python_names(std::move(text));
   return text;
 }
 

@@ -289,6 +289,54 @@ class PythonLoadTest(support.ScratchDirTest):
         finally:
             os.chdir(cwd)
 
+    def test_errors_are_the_exceptions_python_programs_catch(self):
+        """Issue 50: a missing file raises FileNotFoundError, a directory IsADirectoryError (both also
+        CheckpointError); CheckpointError.kind is set as in the CLI's JSON; messages name this package's
+        arguments, never the command line's flags; check() takes recursive=."""
+        missing = self.path("no-such.pt")
+        for call in (lambda: ckptfix.load(missing), lambda: ckptfix.inspect(missing),
+                     lambda: ckptfix.fix(missing, self.path("o.pt"), to="cpu"), lambda: ckptfix.check(missing)):
+            with self.assertRaises(FileNotFoundError) as caught:
+                call()
+            self.assertIsInstance(caught.exception, ckptfix.CheckpointError)
+            self.assertEqual((caught.exception.filename, caught.exception.kind), (missing, "io"))
+        directory = self.folder("models")
+        with self.assertRaises(IsADirectoryError) as caught:
+            ckptfix.load(directory)
+        self.assertIsInstance(caught.exception, ckptfix.CheckpointError)
+        self.assertIn("recursive=True", str(caught.exception))
+        # The kind, for load too (the command it runs says it in its document).
+        for name, kind in (("truncated_half.pt", "corrupt"), ("malicious_zip.pt", "unsafe"),
+                           ("not_a_checkpoint.txt", "not-checkpoint")):
+            with self.subTest(file=name):
+                with self.assertRaises(ckptfix.CheckpointError) as caught:
+                    ckptfix.load(support.fixture(name))
+                self.assertEqual(caught.exception.kind, kind, str(caught.exception))
+        # Python's names: force=True, strip_prefix, key, auto_prefix=True; never a flag.
+        out = self.path("fixed.pt")
+        ckptfix.fix(support.fixture("dataparallel.pt"), out, strip_prefix=True)
+        with self.assertRaises(ckptfix.CheckpointError) as caught:
+            ckptfix.fix(support.fixture("dataparallel.pt"), out, strip_prefix=True)
+        self.assertEqual(caught.exception.kind, "exists")
+        self.assertIn("use force=True to overwrite it", str(caught.exception))
+        with self.assertRaises(ckptfix.CheckpointError) as caught:
+            ckptfix.fix(support.fixture("compiled.pt"), self.path("c.pt"), strip_prefix=True)
+        self.assertEqual(caught.exception.kind, "conflict")
+        self.assertIn("strip_prefix='_orig_mod.'", str(caught.exception))
+        for e in (caught.exception,):
+            self.assertNotIn("--", str(e))
+        # check(recursive=True): every checkpoint under a directory; one with none fails.
+        for name in ("plain_state_dict.pt", "dataparallel.pt"):
+            with open(support.fixture(name), "rb") as f, open(os.path.join(directory, name), "wb") as g:
+                g.write(f.read())
+        report = ckptfix.check(directory, recursive=True, no_prefix=["module."])
+        self.assertEqual(sorted((os.path.basename(i["path"]), i["status"]) for i in report["inputs"]),
+                         [("dataparallel.pt", "failed"), ("plain_state_dict.pt", "ok")])
+        empty = self.folder("empty")
+        report = ckptfix.check(empty, recursive=True)
+        self.assertEqual(report["inputs"][0]["status"], "failed")
+        self.assertIn("no checkpoint found", report["inputs"][0]["error"])
+
     def test_commands_return_reports_and_raise_one_line(self):
         src = support.fixture("training_dp_cuda.pt")
         out = self.path("fixed.pt")
