@@ -18,6 +18,9 @@ struct CastRules {
   /// #178817, "Properly saturate E4M3 on finite-overflow on CPU/C++
   /// conversion code"); earlier releases make them NaN (0x7F with their sign).
   bool e4m3fn_saturates = true;
+  /// To float16: every NaN becomes 0x7E00 with its sign, as torch 1.13's
+  /// conversion without F16C makes it; 2.x keeps the top payload bits.
+  bool float16_nan_canonical = false;
   bool operator==(const CastRules&) const = default;
 };
 

@@ -63,7 +63,23 @@ const DTypeInfo& info(DType d) {
 std::string_view dtype_name(DType dtype) { return info(dtype).name; }
 
 TorchVersion first_torch_loading(DType dtype) {
+  // Checked for 1.13 against Debian 12's torch 1.13.1 (hasattr(torch, name)
+  // and torch.save of a tensor); the dtypes without a typed storage class
+  // are saved through _rebuild_tensor_v3, which arrived with float8 in 2.1.
   switch (dtype) {
+    case DType::kComplex32:  // torch 1.13 has the dtype but cannot save or load it ("not recognized")
+    case DType::kFloat8E4M3Fn:
+    case DType::kFloat8E5M2:
+    case DType::kBits8:
+    case DType::kBits16:
+    case DType::kBits1x8:
+    case DType::kBits2x4:
+    case DType::kBits4x2: return {2, 1};
+    case DType::kFloat8E4M3Fnuz:
+    case DType::kFloat8E5M2Fnuz: return {2, 2};
+    case DType::kUInt16:
+    case DType::kUInt32:
+    case DType::kUInt64: return {2, 3};
     case DType::kFloat8E8M0Fnu: return {2, 7};
     case DType::kFloat4E2M1FnX2: return {2, 8};
     case DType::kBComplex32: return {2, 14};

@@ -8,7 +8,8 @@
 namespace ckptfix {
 namespace {
 
-constexpr TorchVersion kModeled[] = {{2, 6}, {2, 7}, {2, 8}, {2, 9}, {2, 10}, {2, 11}, {2, 12}, {2, 13}, {2, 14}};
+constexpr TorchVersion kModeled[] = {{1, 13}, {2, 6},  {2, 7},  {2, 8}, {2, 9},
+                                     {2, 10}, {2, 11}, {2, 12}, {2, 13}, {2, 14}};
 
 // The decimal number at text[pos...] (at most 4 digits), advancing pos.
 std::optional<int> number(std::string_view text, size_t& pos) {
@@ -46,12 +47,14 @@ TorchVersion modeled_torch_version(TorchVersion version) {
     if (v == version) return version;
   }
   throw Error(ErrorKind::kInvalidArgument, "torch " + version.str() + " is not a release ckptfix models (" +
-                                               kModeled[0].str() + " to " + default_torch_version().str() + ")");
+                                               kModeled[0].str() + ", " + kModeled[1].str() + " to " +
+                                               default_torch_version().str() + ")");
 }
 
 CastRules cast_rules(TorchVersion torch) {
   CastRules rules;
   rules.e4m3fn_saturates = float8_e4m3fn_saturates(torch);
+  rules.float16_nan_canonical = float16_nan_is_canonical(torch);
   return rules;
 }
 

@@ -1,13 +1,18 @@
 // Whole-file open: detection, the zip or legacy reader, the unpickler, the
 // storage and tensor tables, then what inspect and verify do with an opened
 // checkpoint (tensor positions, state dicts, globals, the weights_only
-// verdict, and reading every storage's bytes), then the weights-only repair
-// (which rewrites the graph it read: namespaces, numpy values, modules, ...).
+// verdict, and reading every storage's bytes), what a loader takes of each
+// state dict (its entries, sparse tensors, extra states as plain data, a
+// tensor's Python attributes), then the weights-only repair (which rewrites
+// the graph it read: namespaces, numpy values, modules, ...) and a strip
+// of every wrapper prefix.
 #include <algorithm>
 #include <vector>
 
 #include "ckptfix/checkpoint.h"
+#include "ckptfix/error.h"
 #include "ckptfix/passes.h"
+#include "ckptfix/state_dict.h"
 #include "ckptfix/weights_only.h"
 #include "targets/fuzz_support.h"
 #include "targets/targets.h"
@@ -18,7 +23,21 @@ void checkpoint(const uint8_t* data, size_t size) {
   expect_clean([&] {
     ckptfix::Checkpoint ck = ckptfix::Checkpoint::from_bytes(bytes_of(data, size), "fuzz.pt");
     (void)ck.tensor_positions();
-    (void)ck.state_dicts();
+    for (const ckptfix::StateDictInfo& sd : ck.state_dicts()) {
+      const std::string key = ckptfix::path_to_string(sd.path);
+      try {
+        for (const ckptfix::StateDictEntry& e : ckptfix::select_state_dict(ck, key)) {
+          if (e.kind == ckptfix::StateDictEntry::Kind::kData) (void)ckptfix::plain_value(ck, key, e);
+        }
+      } catch (const ckptfix::Error&) {  // a key its own '/'s make ambiguous, an extra state of a class
+      }
+    }
+    for (size_t i = 0; i < ck.tensors().size(); ++i) {
+      try {
+        (void)ckptfix::tensor_attributes(ck, i);
+      } catch (const ckptfix::Error&) {
+      }
+    }
     (void)ck.reachable_globals();
     (void)ckptfix::describe(ckptfix::weights_only_verdict(ck));
     for (const ckptfix::TensorInfo& t : ck.tensors()) (void)t.nbytes();
@@ -40,6 +59,10 @@ void checkpoint(const uint8_t* data, size_t size) {
     repair.drop_unknown = true;
     (void)ckptfix::apply_passes(ck, repair);
     (void)ck.tensor_positions();
+    ckptfix::PassOptions strip;
+    strip.auto_strip = true;
+    strip.strip_prefixes = {"module."};
+    (void)ckptfix::apply_passes(ck, strip);
   });
 }
 

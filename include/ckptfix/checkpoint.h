@@ -153,10 +153,19 @@ struct GlobalRef {
   std::string how;
   /// kWeightsOnly: the first torch release whose allowlist has it.
   TorchVersion allowed_since{2, 6};
+  /// False for a torch global that torch 1.13 does not have (float8 dtypes,
+  /// _rebuild_tensor_v3, ...): 1.13's torch.load fails on it.
+  bool exists_in_torch_1_13 = true;
   /// torch.load(weights_only=True), the default since torch 2.6, accepts it
   /// in `torch` (default: the newest release ckptfix models).
   bool weights_only(TorchVersion torch = default_torch_version()) const {
     return kind == GlobalKind::kWeightsOnly && allowed_since <= torch;
+  }
+  /// The default torch.load of `torch` accepts it: by its weights_only
+  /// allowlist from 2.6 on; before (1.13, weights_only=False), when that
+  /// torch has it at all.
+  bool default_load_accepts(TorchVersion torch = default_torch_version()) const {
+    return weights_only_by_default(torch) ? weights_only(torch) : exists_in_torch_1_13;
   }
   /// "module.name".
   std::string dotted() const { return module + "." + name; }

@@ -6,7 +6,9 @@
 // table (torch/_weights_only_unpickler.py) of the torch release it is asked
 // about (2.6 to 2.14; the allowlist grew, the opcodes did not change), from
 // the globals and opcodes recorded while the checkpoint was read; nothing
-// is loaded.
+// is loaded. For torch 1.13, whose torch.load defaults to
+// weights_only=False, the verdict is that default's: it refuses only the
+// globals 1.13 does not have (GlobalRef::exists_in_torch_1_13).
 #pragma once
 
 #include <string>
@@ -17,7 +19,8 @@
 
 namespace ckptfix {
 
-/// What the default torch.load (weights_only=True) would do with a checkpoint.
+/// What the default torch.load (weights_only=True; 1.13: weights_only=False)
+/// would do with a checkpoint.
 struct WeightsOnlyVerdict {
   /// The release judged for.
   TorchVersion torch;

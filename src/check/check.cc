@@ -41,7 +41,27 @@ void check_weights_only(const CheckOptions& options, const Checkpoint& ck, const
                         const WeightsOnlyVerdict& verdict, std::vector<CheckViolation>& found) {
   for (const GlobalRef& g : ck.globals()) {
     if (trusted(options.allow_globals, g.dotted())) continue;
-    const std::string releases = refusing(torch, [&](TorchVersion v) { return !g.weights_only(v); });
+    // torch 1.13 loads with weights_only=False: a global it lacks fails the
+    // load; one ckptfix does not know loads by running its code, which a
+    // gate flags all the same.
+    const std::string missing =
+        refusing(torch, [&](TorchVersion v) { return !weights_only_by_default(v) && !g.exists_in_torch_1_13; });
+    if (!missing.empty()) {
+      found.push_back({"global '" + g.dotted() + "'", "does not exist in torch " + missing +
+                                                          ", whose torch.load therefore fails on it"});
+    }
+    const std::string runs = refusing(torch, [&](TorchVersion v) {
+      return !weights_only_by_default(v) && g.exists_in_torch_1_13 && g.kind == GlobalKind::kUnknown;
+    });
+    if (!runs.empty()) {
+      found.push_back({"global '" + g.dotted() + "'", "is a global ckptfix does not know: the default torch.load of torch " +
+                                                          runs + " (weights_only=False) imports it and runs its code"});
+    }
+    std::vector<TorchVersion> weights_only_releases;
+    for (const TorchVersion& v : torch) {
+      if (weights_only_by_default(v)) weights_only_releases.push_back(v);
+    }
+    const std::string releases = refusing(weights_only_releases, [&](TorchVersion v) { return !g.weights_only(v); });
     if (releases.empty()) continue;
     std::string what = "is outside the weights_only allowlist of torch.load";
     if (!options.torch.empty()) what += " in torch " + releases;

@@ -148,6 +148,7 @@ nlohmann::json describe(const Checkpoint& ck, TorchVersion torch, const StatsRep
     nlohmann::json j = global_use_json(g);
     j["safe"] = g.weights_only(torch);
     if (g.kind == GlobalKind::kWeightsOnly) j["allowed_since"] = g.allowed_since.str();
+    if (!g.exists_in_torch_1_13) j["in_torch_1_13"] = false;  // only then: a file may name 10^5 globals
     doc["globals"].push_back(std::move(j));
   }
   doc["weights_only"] = weights_only_json(weights_only_verdict(ck, torch));
@@ -256,9 +257,10 @@ void print_human(const Checkpoint& ck, TorchVersion torch, const StatsReport* st
   out << "\n  globals:";
   for (const GlobalRef& g : ck.globals()) {
     out << "\n    " << printable(g.dotted()) << "  (" << global_kind_description(g.kind);
-    if (g.kind == GlobalKind::kWeightsOnly && g.allowed_since > modeled_torch_versions().front()) {
+    if (g.kind == GlobalKind::kWeightsOnly && g.allowed_since > TorchVersion{2, 6}) {
       out << " of torch >= " << g.allowed_since.str();
     }
+    if (!g.exists_in_torch_1_13) out << "; not in torch 1.13";
     // What loading does with a global ckptfix does not know is what decides a
     // rewrite (a function held as a value is only ever held: a call is refused).
     if (g.kind == GlobalKind::kUnknown) {
@@ -269,9 +271,12 @@ void print_human(const Checkpoint& ck, TorchVersion torch, const StatsReport* st
     out << ")";
   }
   const WeightsOnlyVerdict verdict = weights_only_verdict(ck, torch);
-  out << "\n  default torch.load (weights_only) of torch " << torch.str() << ": " << describe(verdict) << "\n";
+  out << "\n  default torch.load " << (weights_only_by_default(torch) ? "(weights_only) " : "(weights_only=False) ")
+      << "of torch " << torch.str() << ": " << describe(verdict) << "\n";
   out << "  torch releases: " << describe_releases(weights_only_by_release(ck)) << "\n";
-  if (!verdict.loads) out << "  fix: ckptfix weights-only FILE -o OUT rewrites what it refuses into plain data\n";
+  if (!verdict.loads && weights_only_by_default(torch)) {
+    out << "  fix: ckptfix weights-only FILE -o OUT rewrites what it refuses into plain data\n";
+  }
   // What a plain `convert` would judge: the calls the file, written back, would make.
   if (const std::vector<GlobalRef> refused = unknown_calls(ck, {}).refused; !refused.empty()) {
     out << "  rewriting: refused, the pickle calls";

@@ -57,6 +57,7 @@ constexpr std::pair<std::string_view, std::string_view> kFlagOfOption[] = {
     {"metadata", "--metadata"},
     {"max_shard_size", "--max-shard-size"},
     {"stage", "--stage DIR"},
+    {"torch", "--torch"},
 };
 
 // Where a command spells an option its own way.

@@ -66,17 +66,21 @@ std::string lowercase(std::string text) {
   return text;
 }
 
-// Whether an -o name says a format ckptfix writes: an extension of torch
-// files or of safetensors files, or none at all (the input's format then).
-bool known_output_name(const std::filesystem::path& output) {
+// The format an output's name says: "safetensors", "pt" (a torch file:
+// .pt, .pth, .bin, .ckpt, and .pth.tar, torch.save's name in the ImageNet
+// examples and many since), "" for no extension (the input's format then),
+// nullopt for an extension ckptfix does not write.
+std::optional<std::string> format_of_name(const std::filesystem::path& output) {
   const std::string ext = lowercase(output.extension().string());
-  if (ext.empty() || ext == ".pt" || ext == ".pth" || ext == ".bin" || ext == ".ckpt" || ext == ".safetensors") {
-    return true;
-  }
-  // checkpoint.pth.tar: torch.save's name in the ImageNet examples and many since.
+  if (ext.empty()) return "";
+  if (ext == ".safetensors") return "safetensors";
+  if (ext == ".pt" || ext == ".pth" || ext == ".bin" || ext == ".ckpt") return "pt";
   const std::string inner = lowercase(output.stem().extension().string());
-  return ext == ".tar" && (inner == ".pth" || inner == ".pt");
+  if (ext == ".tar" && (inner == ".pth" || inner == ".pt")) return "pt";
+  return std::nullopt;
 }
+
+bool known_output_name(const std::filesystem::path& output) { return format_of_name(output).has_value(); }
 
 void validate_outputs(const RewriteArgs& args, const std::vector<Input>& inputs) {
   const int ways = !args.output.empty() + !args.out_dir.empty() + args.in_place;
@@ -117,11 +121,9 @@ void validate_outputs(const RewriteArgs& args, const std::vector<Input>& inputs)
 // What an output is written as: --format, else its extension, else the input's format.
 bool writes_safetensors(const RewriteArgs& args, const std::filesystem::path& output, const Checkpoint& input) {
   if (!args.format.empty()) return args.format == "safetensors";
-  std::string ext = output.extension().string();
-  for (char& c : ext) c = static_cast<char>(std::tolower(static_cast<unsigned char>(c)));
-  if (ext == ".safetensors") return true;
-  if (ext == ".pt" || ext == ".pth" || ext == ".bin" || ext == ".ckpt") return false;
-  return input.format() == CheckpointFormat::kSafetensors;
+  const std::optional<std::string> named = format_of_name(output);
+  if (named && !named->empty()) return *named == "safetensors";
+  return input.format() == CheckpointFormat::kSafetensors;  // no extension, or an --out-dir/--in-place input's own
 }
 
 // "5GB" (decimal, as transformers reads it), "500MiB" (binary), "1000" (bytes).
@@ -352,14 +354,15 @@ TorchVersion parse_user_torch(const std::string& text) {
   const auto modeled = modeled_torch_versions();
   const auto v = TorchVersion::parse(text);
   if (!v || std::find(modeled.begin(), modeled.end(), *v) == modeled.end()) {
-    throw usage("--torch '" + text + "': ckptfix models torch " + modeled.front().str() + " to " +
-                modeled.back().str() + " (e.g. --torch 2.6)");
+    throw usage("--torch '" + text + "': ckptfix models torch " + modeled.front().str() + " and " + modeled[1].str() +
+                " to " + modeled.back().str() + " (e.g. --torch 2.6)");
   }
   return *v;
 }
 
 std::string torch_option_help(const std::string& what) {
-  return "The torch release (" + modeled_torch_versions().front().str() + " to " + modeled_torch_versions().back().str() +
+  const auto modeled = modeled_torch_versions();
+  return "The torch release (" + modeled.front().str() + ", " + modeled[1].str() + " to " + modeled.back().str() +
          "; default " + default_torch_version().str() + ") " + what;
 }
 

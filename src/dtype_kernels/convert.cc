@@ -314,8 +314,48 @@ ConvertStats convert_by_table(DType to, const LookupTable& table, const std::byt
 
 }  // namespace
 
+namespace {
+
+// An unsigned integer type into the next wider signed one, which holds
+// every value (for a release that lacks the unsigned type).
+template <typename In, typename Out>
+void widen(const std::byte* src, std::byte* dst, size_t count) {
+  for (size_t i = 0; i < count; ++i) store<Out>(dst, i, static_cast<Out>(load<In>(src, i)));
+}
+
+// torch 1.13's float16 NaN (CastRules::float16_nan_canonical): 0x7E00 with its sign.
+void canonical_float16_nans(std::byte* dst, size_t count) {
+  for (size_t i = 0; i < count; ++i) {
+    const uint16_t h = load<uint16_t>(dst, i);
+    if ((h & 0x7C00) == 0x7C00 && (h & 0x3FF) != 0) store<uint16_t>(dst, i, static_cast<uint16_t>((h & 0x8000) | 0x7E00));
+  }
+}
+
+ConvertStats convert_floats(DType from, DType to, const std::byte* src, std::byte* dst, size_t count,
+                            ChunkPosition position, const CastRules& rules);
+
+}  // namespace
+
+bool is_widening(DType from, DType to) {
+  return (from == DType::kUInt16 && to == DType::kInt32) || (from == DType::kUInt32 && to == DType::kInt64);
+}
+
 ConvertStats convert_elements(DType from, DType to, const std::byte* src, std::byte* dst, size_t count,
                               ChunkPosition position, const CastRules& rules) {
+  if (is_widening(from, to)) {
+    if (from == DType::kUInt16) widen<uint16_t, int32_t>(src, dst, count);
+    else widen<uint32_t, int64_t>(src, dst, count);
+    return {};
+  }
+  const ConvertStats stats = convert_floats(from, to, src, dst, count, position, rules);
+  if (to == DType::kFloat16 && from != to && rules.float16_nan_canonical) canonical_float16_nans(dst, count);
+  return stats;
+}
+
+namespace {
+
+ConvertStats convert_floats(DType from, DType to, const std::byte* src, std::byte* dst, size_t count,
+                            ChunkPosition position, const CastRules& rules) {
   if (!is_cast_type(from) || !is_cast_type(to)) {
     throw Error(ErrorKind::kInvalidArgument, "cannot convert " + std::string(dtype_name(from)) + " to " +
                                                  std::string(dtype_name(to)));
@@ -341,5 +381,7 @@ ConvertStats convert_elements(DType from, DType to, const std::byte* src, std::b
   }
   return convert_scalar(from, to, src, dst, count, position, rules);
 }
+
+}  // namespace
 
 }  // namespace ckptfix

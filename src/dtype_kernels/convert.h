@@ -64,10 +64,15 @@ struct ChunkPosition {
   uint64_t total = 0;  ///< elements in the whole storage
 };
 
-/// Converts `count` elements between two types `cast` handles (is_cast_type).
-/// src and dst may not overlap.
+/// Converts `count` elements between two types `cast` handles (is_cast_type),
+/// or widens an unsigned integer type into a signed one that holds every
+/// value (is_widening). src and dst may not overlap.
 ConvertStats convert_elements(DType from, DType to, const std::byte* src, std::byte* dst, size_t count,
                               ChunkPosition position, const CastRules& rules = {});
+
+/// Whether `from` to `to` is a widening convert_elements does: uint16 to
+/// int32, uint32 to int64 (for a torch release without the unsigned type).
+bool is_widening(DType from, DType to);
 
 /// Scalar reference conversions (exposed for tests and the SIMD kernels' tails).
 uint16_t float_to_half_bits(float f);                  ///< as F16C: NaN keeps sign and top payload bits

@@ -42,6 +42,7 @@ GlobalRef* CheckpointImpl::note_global(const std::string& module, const std::str
   g.name = name;
   g.kind = c.kind;
   g.allowed_since = c.allowed_since;
+  g.exists_in_torch_1_13 = exists_in_torch_1_13(module, name);
   globals.push_back(std::move(g));
   return &globals.back();
 }

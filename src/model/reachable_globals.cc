@@ -16,6 +16,7 @@ std::vector<GlobalRef> Checkpoint::reachable_globals() const {
     g.name = u.name;
     g.kind = c.kind;
     g.allowed_since = c.allowed_since;
+    g.exists_in_torch_1_13 = exists_in_torch_1_13(u.module, u.name);
     g.use = u.use;
     g.where = impl_->pickle_place(u.offset);
     g.how = u.how;

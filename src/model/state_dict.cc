@@ -24,8 +24,9 @@ std::vector<StateDictEntry> find_state_dict(const CheckpointImpl& checkpoint, co
   } else {
     const std::vector<StateDict> candidates = default_state_dicts(checkpoint);
     if (candidates.empty()) {
-      const auto not_one = dict_of_tensors_not_a_state_dict(checkpoint);
-      throw Error(ErrorKind::kConflict, "the checkpoint holds no state dict" + (not_one ? not_one->reason() : ""));
+      const auto not_ones = dicts_of_tensors_not_state_dicts(checkpoint);
+      throw Error(ErrorKind::kConflict,
+                  "the checkpoint holds no state dict" + (not_ones.empty() ? "" : not_ones.front().reason()));
     }
     if (candidates.size() > 1) {
       std::string names;

@@ -118,10 +118,10 @@ std::string NotAStateDict::reason() const {
   return "; the dict '" + (path.empty() ? std::string("<root>") : path) + "' holds tensors but is not one: " + problem;
 }
 
-std::optional<NotAStateDict> dict_of_tensors_not_a_state_dict(const CheckpointImpl& checkpoint) {
-  std::optional<NotAStateDict> found;
+std::vector<NotAStateDict> dicts_of_tensors_not_state_dicts(const CheckpointImpl& checkpoint) {
+  std::vector<NotAStateDict> found;
   walk_checkpoint(checkpoint, checkpoint.root, [&](Value& v, const Path& path) {
-    if (found || checkpoint.tensor_of(&v) != nullptr) return false;
+    if (checkpoint.tensor_of(&v) != nullptr) return false;
     if (!is_dict_like(v)) return true;
     if (is_optimizer_state(v)) return false;
     const bool holds_tensors = std::any_of(v.entries().begin(), v.entries().end(), [&](const auto& entry) {
@@ -129,7 +129,7 @@ std::optional<NotAStateDict> dict_of_tensors_not_a_state_dict(const CheckpointIm
     });
     if (holds_tensors) {
       if (auto problem = state_dict_problem(checkpoint, v)) {
-        found = NotAStateDict{path_to_string(path), std::move(*problem)};
+        found.push_back(NotAStateDict{&v, path_to_string(path), std::move(*problem)});
         return false;
       }
     }

@@ -47,6 +47,7 @@ std::optional<std::string> state_dict_problem(const CheckpointImpl& checkpoint, 
 
 /// A dict of tensors that is no state dict, and why.
 struct NotAStateDict {
+  const Value* dict = nullptr;
   std::string path;     ///< '/'-separated, "" for the root
   std::string problem;  ///< state_dict_problem's words
   /// "; the dict 'x' holds tensors but is not one: its entry 'epoch' is an
@@ -54,10 +55,10 @@ struct NotAStateDict {
   std::string reason() const;
 };
 
-/// The first dict outside optimizer states that holds a tensor under a str
-/// key but is no state dict (a path the passes' keys may still name), for
-/// saying why a checkpoint has no state dict; nullopt when there is none.
-std::optional<NotAStateDict> dict_of_tensors_not_a_state_dict(const CheckpointImpl& checkpoint);
+/// The dicts outside optimizer states that hold a tensor under a str key but
+/// are no state dicts (paths the passes' keys may still name), in walk
+/// order, for saying why a checkpoint has no state dict.
+std::vector<NotAStateDict> dicts_of_tensors_not_state_dicts(const CheckpointImpl& checkpoint);
 
 /// "an int", "a str", "a dict", "an 'argparse.Namespace' object", ... for messages.
 std::string describe_value(const Value& v);

@@ -17,9 +17,10 @@ WeightsOnlyVerdict weights_only_verdict(const Checkpoint& checkpoint, TorchVersi
   WeightsOnlyVerdict verdict;
   verdict.torch = modeled_torch_version(torch);
   for (const GlobalRef& g : checkpoint.globals()) {
-    if (!g.weights_only(torch)) verdict.globals.push_back(g.dotted());
+    if (!g.default_load_accepts(torch)) verdict.globals.push_back(g.dotted());
   }
-  const OpcodeSet& used = checkpoint.pickle_opcodes();
+  // Before 2.6 the default load is pickle's own (weights_only=False): every opcode.
+  const OpcodeSet& used = weights_only_by_default(torch) ? checkpoint.pickle_opcodes() : OpcodeSet{};
   for (unsigned code = 0; code < 256; ++code) {
     const auto c = static_cast<uint8_t>(code);
     if (used.contains(c) && !op::in_torch_weights_only_subset(c)) {

@@ -67,7 +67,36 @@ void refuse_dtypes_not_loading(Checkpoint& checkpoint, TorchVersion torch) {
     if (names.empty()) names = tensor_names(checkpoint);
     throw Error(ErrorKind::kUnsupported, "tensor '" + names[i] + "' is " + std::string(dtype_name(d)) + ", which torch " +
                                              torch.str() + " cannot load (torch loads it from " + since.str() +
-                                             " on); give a newer --torch, or cast it");
+                                             " on); give a newer `torch`" +
+                                             (is_cast_type(d) ? std::string(", or cast it") : std::string()));
+  }
+}
+
+// What the output's pickle names must exist in the torch it is for: torch
+// 1.13 lacks _rebuild_parameter_with_state (a Parameter with Python
+// attributes becomes a plain _rebuild_parameter, its attributes left out,
+// as a warning says) and every global of 2.x's (global_lists.h).
+void fit_globals_to(Checkpoint& checkpoint, TorchVersion torch, PassReport& report) {
+  if (weights_only_by_default(torch)) return;
+  CheckpointImpl& impl = impl_of(checkpoint);
+  std::vector<std::string> names;
+  for (size_t i = 0; i < impl.tensors.size(); ++i) {
+    Tensor& t = impl.tensors[i];
+    if (!t.parameter || !t.value->is_call_to("torch._utils", "_rebuild_parameter_with_state")) continue;
+    const auto& a = t.value->args()->items;  // (data, requires_grad, hooks, state)
+    t.value->callable() = impl.graph.make_global("torch._utils", "_rebuild_parameter");
+    t.value->args() = impl.graph.make_tuple({a[0], a[1], a[2]});
+    if (t.python_attributes) {
+      if (names.empty()) names = tensor_names(checkpoint);
+      report.warnings.push_back("the Python attributes of Parameter '" + names[i] + "' are left out: torch " +
+                                torch.str() + " has no _rebuild_parameter_with_state to set them");
+      t.python_attributes = false;
+    }
+  }
+  for (const GlobalRef& g : checkpoint.reachable_globals()) {
+    if (g.exists_in_torch_1_13) continue;
+    throw Error(ErrorKind::kUnsupported, "the output would name '" + g.dotted() + "', which torch " + torch.str() +
+                                             " does not have (its torch.load would fail on it); give a newer `torch`");
   }
 }
 
@@ -94,6 +123,31 @@ void collapse_renames(std::vector<KeyRename>& renames) {
   renames = std::move(out);
 }
 
+// Whether the passes that edit state dicts would change something of `dict`
+// (a dict that is not one): a key starting with a prefix to strip, keys
+// sharing a wrapper prefix, a key without the prefix to add, a tensor of a
+// type to cast.
+bool would_edit(const CheckpointImpl& impl, const Value& dict, const PassOptions& options) {
+  std::vector<std::string> keys;
+  bool castable = false;
+  for (const auto& [k, v] : dict.entries()) {
+    if (!k->is_str()) continue;
+    keys.push_back(k->text);
+    const Tensor* t = impl.tensor_of(v);
+    if (t == nullptr || !options.cast_to || t->dtype == *options.cast_to || !is_cast_type(t->dtype)) continue;
+    castable |= options.cast_from.empty() ||
+                std::find(options.cast_from.begin(), options.cast_from.end(), t->dtype) != options.cast_from.end();
+  }
+  const auto starts_with = [](const std::string& s, const std::string& p) { return s.compare(0, p.size(), p) == 0; };
+  for (const std::string& key : keys) {
+    for (const std::string& p : options.strip_prefixes) {
+      if (starts_with(key, p)) return true;
+    }
+    if (!options.add_prefix.empty() && !starts_with(key, options.add_prefix)) return true;
+  }
+  return castable || (options.auto_strip && !shared_wrapper_prefix(keys).empty());
+}
+
 // The passes that edit state dicts were asked for and did nothing: say why
 // (Error kConflict), where the file has keys they were meant for, instead
 // of letting the file through as "nothing to change". A file whose keys are
@@ -105,10 +159,12 @@ void refuse_what_was_not_done(const CheckpointImpl& impl, const PassOptions& opt
                            options.cast_to.has_value();
   if (!edits_dicts) return;
   if (dicts.empty()) {
-    // No state dict, but maybe a dict of tensors that is not one: say which, and why.
-    if (const auto not_one = dict_of_tensors_not_a_state_dict(impl)) {
-      throw Error(ErrorKind::kConflict, "the checkpoint holds no state dict" + not_one->reason() +
-                                            ", so nothing was done; `keys`='" + not_one->path + "' edits it anyway");
+    // No state dict, but a dict of tensors that is not one, which the passes
+    // would have edited were it one: say which, and why it is not.
+    for (const NotAStateDict& d : dicts_of_tensors_not_state_dicts(impl)) {
+      if (!would_edit(impl, *d.dict, options)) continue;
+      throw Error(ErrorKind::kConflict, "the checkpoint holds no state dict" + d.reason() +
+                                            ", so nothing was done; `keys`='" + d.path + "' edits it anyway");
     }
     return;
   }
@@ -206,8 +262,11 @@ PassReport run_passes(Checkpoint& checkpoint, const PassOptions& options) {
   // 5. for LibTorch
   if (options.for_libtorch) make_libtorch_state_dict(checkpoint, options, report);
 
-  // 6. the output's dtypes, for the torch release it is for
-  if (options.torch) refuse_dtypes_not_loading(checkpoint, *options.torch);
+  // 6. the output's dtypes and globals, for the torch release it is for
+  if (options.torch) {
+    refuse_dtypes_not_loading(checkpoint, *options.torch);
+    fit_globals_to(checkpoint, *options.torch, report);
+  }
   refuse_what_was_not_done(impl, options, dicts, report);
   return report;
 }

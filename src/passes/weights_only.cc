@@ -59,7 +59,7 @@ void unwrap_unreachable_parameters(CheckpointImpl& impl) {
 
 void make_weights_only(Checkpoint& checkpoint, const PassOptions& options, PassReport& report) {
   CheckpointImpl& impl = impl_of(checkpoint);
-  RepairContext ctx{impl, report.repaired, {}};
+  RepairContext ctx{impl, report.repaired, {}, options.torch.value_or(default_torch_version())};
   struct Refused {
     std::string path;
     std::string global;
@@ -71,7 +71,9 @@ void make_weights_only(Checkpoint& checkpoint, const PassOptions& options, PassR
   read_in_payloads(impl, numpy_array_payloads(impl));
   walk_checkpoint(impl, impl.root, [&](Value& v, const Path& path) {
     const Value* cls = class_of(v);
-    if (cls == nullptr || allowed(*cls, options.torch.value_or(default_torch_version()))) return true;
+    // For 1.13 (weights_only=False by default) the oldest allowlist, 2.6's:
+    // the repair still makes what weights_only loaders of 2.x load.
+    if (cls == nullptr || allowed(*cls, allowlist_release(options.torch.value_or(default_torch_version())))) return true;
     if (repair_value(ctx, v, path)) return true;  // go on into what it became
     const std::string where = path.empty() ? "<root>" : path_to_string(path);
     if (!options.drop_unknown) {

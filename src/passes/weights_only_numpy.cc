@@ -245,7 +245,12 @@ bool become_tensor(RepairContext& ctx, Value& v, const NumpyType& t, const std::
   Storage s;
   s.key = "numpy-" + std::to_string(impl.storages.size());
   s.dtype = t.dtype;
-  s.untyped = !storage_class_name(t.dtype);
+  // A release without this unsigned type (torch 1.13 has no uint16 or
+  // uint32): the next wider signed type, which holds every value, converted
+  // as the bytes are written.
+  const DType widened = t.dtype == DType::kUInt16 ? DType::kInt32 : DType::kInt64;
+  if (first_torch_loading(t.dtype) > ctx.torch && is_widening(t.dtype, widened)) s.cast_to = widened;
+  s.untyped = !storage_class_name(s.output_dtype());
   s.numel = s.untyped ? nbytes : numel;
   s.nbytes = nbytes;
   s.location = "cpu";
@@ -270,7 +275,7 @@ bool become_tensor(RepairContext& ctx, Value& v, const NumpyType& t, const std::
   tensor.value = &v;
   tensor.rebuild = &v;
   tensor.storage = storage;
-  tensor.dtype = t.dtype;
+  tensor.dtype = impl.storages.back().output_dtype();
   tensor.shape = shape;
   tensor.stride = stride;
   impl.tensor_by_value[&v] = impl.tensors.size();
@@ -366,7 +371,11 @@ bool repair_numpy_value(RepairContext& ctx, Value& v, const Path& path) {
     const bool fortran = s[3]->boolean;
     const std::string was = cls.dotted() + " (a numpy " + t->name + " array)";
     if (!become_tensor(ctx, v, *t, *shape, fortran, std::move(*raw))) return false;
-    ctx.changes.push_back({path, was, "tensor " + std::string(dtype_name(t->dtype)) + " " + shape_text(*shape)});
+    const DType made = ctx.impl.tensors.back().dtype;
+    ctx.changes.push_back({path, was, "tensor " + std::string(dtype_name(made)) + " " + shape_text(*shape) +
+                                          (made != t->dtype ? " (widened: torch " + ctx.torch.str() + " has no " +
+                                                                  std::string(dtype_name(t->dtype)) + ")"
+                                                            : "")});
     return true;
   }
   return false;

@@ -20,6 +20,10 @@ struct RepairContext {
   /// numpy dtypes already rewritten to their names, with what they were
   /// ("<f8"): arrays and scalars met later still need their type.
   std::unordered_map<const Value*, std::string> numpy_dtypes;
+  /// The torch release the output is for: a numpy array of an unsigned
+  /// type it lacks (uint16, uint32 before 2.3) becomes a tensor of the next
+  /// wider signed type, which holds every value.
+  TorchVersion torch = default_torch_version();
 };
 
 /// Tries every rule on `v` (found at `path`); true when one rewrote it.

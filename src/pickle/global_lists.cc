@@ -110,6 +110,20 @@ constexpr AllowlistAddition kAllowlistAdditions[] = {
 // exception class, 2.14's (see above).
 constexpr TorchVersion kBuiltinExceptionsSince = {2, 14};
 
+// Made by importing every torch.* entry of kTorchAllowlist in Debian 12's
+// torch 1.13.1 (importlib.import_module and getattr, as pickle's find_class).
+constexpr const char* kMissingInTorch1_13[] = {
+    "torch._utils._rebuild_device_tensor_from_cpu_tensor", "torch._utils._rebuild_nested_tensor",
+    "torch._utils._rebuild_parameter_with_state", "torch._utils._rebuild_tensor_v3", "torch.bcomplex32",
+    "torch.bits16", "torch.bits1x8", "torch.bits2x4", "torch.bits4x2", "torch.bits8", "torch.float4_e2m1fn_x2",
+    "torch.float8_e4m3fn", "torch.float8_e4m3fnuz", "torch.float8_e5m2", "torch.float8_e5m2fnuz",
+    "torch.float8_e8m0fnu", "torch.int1", "torch.int2", "torch.int3", "torch.int4", "torch.int5", "torch.int6",
+    "torch.int7", "torch.uint1", "torch.uint16", "torch.uint2", "torch.uint3", "torch.uint32", "torch.uint4",
+    "torch.uint5", "torch.uint6", "torch.uint64", "torch.uint7", "torch.distributed._mesh_layout._FlatLayout",
+    "torch.distributed._mesh_layout._MeshLayout", "torch.nested._internal.nested_tensor.NestedTensor",
+    "torch.nested._internal.nested_tensor._rebuild_njt",
+};
+
 constexpr const char* kKnownData[] = {
     // Plain containers and scalars CPython's pickler names (__builtin__ and
     // exceptions are read as builtins, as pickle and torch do).
@@ -254,6 +268,8 @@ constexpr const char* kGadgetMethods[] = {
 }  // namespace
 
 std::span<const char* const> torch_allowlist() { return kTorchAllowlist; }
+std::span<const char* const> missing_in_torch_1_13() { return kMissingInTorch1_13; }
+
 std::span<const AllowlistAddition> allowlist_additions() { return kAllowlistAdditions; }
 TorchVersion builtin_exceptions_since() { return kBuiltinExceptionsSince; }
 std::span<const char* const> known_data() { return kKnownData; }

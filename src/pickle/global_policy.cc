@@ -93,6 +93,7 @@ struct Lists {
   SegmentTrie data{global_lists::known_data()};
   SegmentTrie gadgets{global_lists::gadgets()};
   SegmentTrie gadget_methods{global_lists::gadget_methods()};
+  SegmentTrie missing_in_1_13{global_lists::missing_in_torch_1_13()};
 };
 
 const Lists& lists() {
@@ -129,10 +130,15 @@ TorchVersion allowlisted_since(std::string_view module, std::string_view name, c
   for (const global_lists::AllowlistAddition& a : global_lists::allowlist_additions()) {
     if (path == a.path) return a.since;
   }
-  return modeled_torch_versions().front();
+  return {2, 6};  // the first weights_only default
 }
 
 }  // namespace
+
+bool exists_in_torch_1_13(std::string_view module, std::string_view name) {
+  const std::string path = std::string(canonical_module(module)) + "." + std::string(name);
+  return !lists().missing_in_1_13.contains(path);
+}
 
 bool in_torch_allowlist(std::string_view module, std::string_view name, TorchVersion torch) {
   if (name.find('.') != npos) return false;

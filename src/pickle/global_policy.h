@@ -58,6 +58,10 @@ GlobalClass classify_global(std::string_view module, std::string_view name);
 bool in_torch_allowlist(std::string_view module, std::string_view name,
                         TorchVersion torch = default_torch_version());
 
+/// False for a global of torch's 2.14 allowlist that torch 1.13 does not
+/// have (global_lists::missing_in_torch_1_13): 1.13's torch.load fails on it.
+bool exists_in_torch_1_13(std::string_view module, std::string_view name);
+
 /// True when calling module.name calls what is passed to it
 /// (global_lists::calls_its_arguments).
 bool calls_its_arguments(std::string_view module, std::string_view name);

@@ -11,9 +11,10 @@ type, and each output tensor is compared with `t.to(dtype)` of the input
 tensor, single-threaded (ckptfix models torch.set_num_threads(1); see
 docs/cli.md).
 
-ckptfix follows the torch release it is told (`--torch`, 2.6 to 2.14; the
-releases differ in float8_e4m3fn overflow: NaN before 2.13, ±448 from 2.13
-on) on x86-64 CPUs with AVX2 or AVX512, whose two kernel sets give the same
+ckptfix follows the torch release it is told (`--torch`, 1.13 and 2.6 to
+2.14; the releases differ in float8_e4m3fn overflow: NaN before 2.13, ±448
+from 2.13 on; and 1.13 makes every NaN cast to float16 0x7E00 with its
+sign) on x86-64 CPUs with AVX2 or AVX512, whose two kernel sets give the same
 bits, as Debian builds torch (pip's wheels differ in one case, below).
 Under a judge of a release ckptfix models, on such a CPU, the cast is asked
 for that very release and every bit must match. Judges differ in known
@@ -25,8 +26,10 @@ ways, which the test states and asserts instead:
   * any torch running its DEFAULT (no AVX2) kernels: every NaN converted
     to float16 is 0x7E00 with its sign, to bfloat16 0x7FC0 (the AVX2/AVX512
     kernels keep float16 payload bits and write 0xFFFF from float32/float64);
-  * torch 1.13 (not modelled): float32/float64/bfloat16 -> float16 NaNs are
-    0x7E00 with their sign; no float8 at all.
+  * torch 1.13 is modelled since issue 50 (--torch 1.13; it has no float8 at
+    all): its float32/float64/bfloat16 -> float16 NaNs are 0x7E00 with
+    their sign, which ckptfix now gives for it, every bit matching. It
+    cannot say its CPU capability: the CPU's own flags (avx2) stand in.
 Everything else, every non-NaN bit included, must match under every judge.
 """
 import collections
@@ -48,8 +51,19 @@ HAS_FLOAT8 = hasattr(torch, "float8_e4m3fn")
 # Built with FBGEMM (pip's x86 wheels), which takes over float16 <-> float32 copies.
 FBGEMM = "fbgemm" in getattr(torch.backends.quantized, "supported_engines", [])
 # A release ckptfix models, on a CPU whose kernels it models: its bits must match everywhere.
-RELEASE_MODELLED = (2, 6) <= VERSION <= (2, 14)
-MODELLED = RELEASE_MODELLED and CAPABILITY in ("AVX2", "AVX512")
+RELEASE_MODELLED = VERSION == (1, 13) or (2, 6) <= VERSION <= (2, 14)
+
+
+def cpu_has_avx2():
+    try:
+        with open("/proc/cpuinfo") as f:
+            return " avx2" in f.read()
+    except OSError:
+        return False
+
+
+# torch 1.13 has no get_cpu_capability(): its AVX2 kernels run where the CPU has AVX2.
+MODELLED = RELEASE_MODELLED and (CAPABILITY in ("AVX2", "AVX512") or (CAPABILITY is None and cpu_has_avx2()))
 TORCH_ARGS = ["--torch", f"{VERSION[0]}.{VERSION[1]}"] if RELEASE_MODELLED else []
 
 TYPES = collections.OrderedDict([
@@ -67,7 +81,7 @@ SIGNED = {1: np.int8, 2: np.int16, 4: np.int32, 8: np.int64}
 def describe_judge():
     cap = CAPABILITY or "capability unknown (torch < 2.0 cannot say)"
     role = "a judge ckptfix models (cast --torch it): every bit must match" if MODELLED else \
-        "not a judge ckptfix models (torch 2.6-2.14 with AVX2/AVX512): known differences are checked as such"
+        "not a judge ckptfix models (torch 1.13, 2.6-2.14 with AVX2/AVX512): known differences are checked as such"
     return f"torch {torch.__version__}, {cap}: {role}"
 
 

@@ -611,12 +611,20 @@ class SafetensorsTest(support.ScratchDirTest):
             (src_st, "o2.pth", [], "pt"),
             (src_st, "o3.bin", [], "pt"),
             (src_st, "o4.ckpt", [], "pt"),
-            (src_st, "o5.weights", [], "safetensors"),  # unknown extension: the input's format
+            (src_st, "o5", [], "safetensors"),  # no extension: the input's format
             (src_st, "o6.safetensors", ["--format", "pt"], "pt"),
             (src_pt, "o7.safetensors", [], "safetensors"),
             (src_pt, "o8.bin", ["--format", "safetensors"], "safetensors"),
-            (src_pt, "o9.weights", [], "pt"),
+            (src_pt, "o9", [], "pt"),
+            (src_pt, "o10.weights", ["--format", "safetensors"], "safetensors"),  # --format says which
+            (src_st, "o11.pth.tar", [], "pt"),
         ]
+        # An extension ckptfix does not write, without --format: a usage error (issue 50), nothing written.
+        for src in (src_st, src_pt):
+            out = self.path("fmt", "refused.weights")
+            proc = support.run("strip-prefix", src, "-o", out, check=2)
+            self.assertIn("not '.weights'; give --format pt or --format safetensors", proc.stderr)
+            self.assertFalse(os.path.exists(out))
         for src, name, extra, fmt in cases:
             with self.subTest(input=os.path.basename(src), output=name, extra=extra):
                 out = self.path("fmt", name)

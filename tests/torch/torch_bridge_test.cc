@@ -274,6 +274,36 @@ TEST_F(LoadEveryDtype, PythonSavedEveryDtypeItHas) {
   expect_equals_python(path("every.pt"), Case{}, path("every.pt"));
 }
 
+// What a state dict may hold (issue 50): sparse tensors come back sparse, with
+// Python's values; a module's extra state that is Python data is left out
+// (no LibTorch module has one), one that is a tensor comes back.
+TEST_F(LoadEveryDtype, SparseTensorsAndExtraStates) {
+  const std::string script =
+      "import torch, sys, json, collections\n"
+      "dense = torch.tensor([[0.0, 1.5, 0.0], [2.0, 0.0, -3.0]])\n"
+      "sd = collections.OrderedDict([('w', torch.arange(6.0).reshape(2, 3)), ('coo', dense.to_sparse()),\n"
+      "    ('csr', dense.to_sparse_csr()), ('0._extra_state', {'scale': 0.5}), ('1._extra_state', torch.ones(2))])\n"
+      "torch.save(sd, sys.argv[1])\n"
+      "print(json.dumps(dense.reshape(-1).tolist()))\n";
+  std::ofstream(path("make.py")) << script;
+  const nlohmann::json dense = nlohmann::json::parse(run(kPython + " " + path("make.py") + " " + path("sparse.pt") +
+                                                         " 2>/dev/null"));
+  const auto pairs = ckptfix::torch::load_state_dict(path("sparse.pt"));
+  std::vector<std::string> names;
+  for (const auto& [name, t] : pairs) names.push_back(name);
+  EXPECT_EQ(names, (std::vector<std::string>{"w", "coo", "csr", "1._extra_state"}));
+  ASSERT_EQ(pairs.size(), 4u);
+  EXPECT_EQ(pairs[1].second.layout(), at::kSparse);
+  EXPECT_EQ(pairs[2].second.layout(), at::kSparseCsr);
+  for (size_t i : {size_t{1}, size_t{2}}) {
+    SCOPED_TRACE(pairs[i].first);
+    const at::Tensor values = pairs[i].second.to_dense().reshape({-1}).contiguous();
+    ASSERT_EQ(values.numel(), static_cast<int64_t>(dense.size()));
+    for (int64_t k = 0; k < values.numel(); ++k) EXPECT_EQ(values[k].item<float>(), dense[k].get<float>());
+  }
+  EXPECT_TRUE(at::equal(pairs[3].second, at::ones({2})));
+}
+
 // Deterministic bytes in a tensor of any dtype (bool: 0 or 1).
 at::Tensor patterned(c10::ScalarType type, int64_t numel, int seed) {
   at::Tensor t = at::empty({numel}, at::TensorOptions().dtype(type));
