@@ -170,10 +170,17 @@ def main():
         sys.exit(__doc__)
     fixtures, out = sys.argv[1], sys.argv[2]
     count = collections.Counter()
-    for name in sorted(os.listdir(fixtures)):
+    # fixtures/ itself (torch 1.13's set), and what only torch 2.x pickles:
+    # modules' extra states, tensors with Python attributes, every sparse layout.
+    values = os.path.join("torch2.14", "state_dict_values")
+    names = sorted(os.listdir(fixtures))
+    if os.path.isdir(os.path.join(fixtures, values)):
+        names += [os.path.join(values, n) for n in sorted(os.listdir(os.path.join(fixtures, values)))]
+    for name in names:
         path = os.path.join(fixtures, name)
         if not name.endswith(".pt") or os.path.getsize(path) > 256 * 1024:
             continue
+        name = name.replace(os.sep, "-")
         with open(path, "rb") as f:
             data = f.read()
         write(out, "checkpoint", name, data)

@@ -317,7 +317,7 @@ void print_human(const Checkpoint& ck, TorchVersion torch, const StatsReport* st
   for (const auto& sp : doc["sparse_tensors"]) {
     out << "  sparse: " << printable(path_to_string(path_from_json(sp["path"]))) << "  " << sp["layout"].get<std::string>()
         << " " << sp["dtype"].get<std::string>() << " " << shape_text(sp["size"].get<std::vector<int64_t>>())
-        << ", " << sp["nnz"] << " values, " << printable(sp["device"].get<std::string>()) << "\n";
+        << ", nnz " << sp["nnz"] << ", " << printable(sp["device"].get<std::string>()) << "\n";
   }
   for (const auto& x : doc["extra_states"]) {
     out << "  extra state: " << printable(path_to_string(path_from_json(x["path"]))) << "  holds "
