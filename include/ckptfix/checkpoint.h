@@ -83,12 +83,16 @@ struct StorageInfo {
 enum class TensorKind {
   kDense,      ///< _rebuild_tensor / _rebuild_tensor_v2 / _rebuild_tensor_v3
   kQuantized,  ///< _rebuild_qtensor (bytes are carried, never cast)
+  /// _rebuild_meta_tensor_no_storage: a tensor on the meta device (a model
+  /// built with device="meta", torch.save(model.to("meta").state_dict())),
+  /// with a dtype, shape and strides but no data and no storage (storage -1).
+  kMeta,
 };
 
 /// One tensor of the checkpoint, with everything torch will rebuild it from
 /// (after apply_passes: as it will be written).
 struct TensorInfo {
-  int32_t storage = -1;      ///< index into Checkpoint::storages()
+  int32_t storage = -1;      ///< index into Checkpoint::storages(); -1 for a meta tensor, which has none
   DType dtype = DType::kFloat32;  ///< element type (after a cast: the type written)
   int64_t storage_offset = 0;  ///< in elements
   std::vector<int64_t> shape;

@@ -252,6 +252,14 @@ def typed_tensors(layout: Dict[str, Any], torch: Any, bases: List["torch.Tensor"
         if made_key in made:
             return made[made_key]
         t = layout["tensors"][index]
+        if t.get("meta"):  # no data: as torch.load makes it, on the meta device whatever map_location says
+            result = torch.empty_strided(t["shape"], t["stride"], dtype=torch_dtype(torch, t["dtype"]), device="meta")
+            if t["parameter"]:
+                result = torch.nn.Parameter(result, requires_grad=t["requires_grad"])
+            elif t["requires_grad"]:
+                result.requires_grad_(True)
+            made[made_key] = result
+            return result
         k = (t["storage"], t["dtype"], cast)
         whole = typed.get(k)
         if whole is None:

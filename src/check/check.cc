@@ -80,6 +80,7 @@ void check_devices(const CheckOptions& options, const Checkpoint& ck, std::vecto
   const std::vector<std::string> names = tensor_names(ck);
   std::vector<std::string> first_key(ck.storages().size());
   for (size_t i = 0; i < ck.tensors().size(); ++i) {
+    if (ck.tensors()[i].storage < 0) continue;  // a meta tensor: no storage, no device to check
     std::string& k = first_key[static_cast<size_t>(ck.tensors()[i].storage)];
     if (k.empty()) k = names[i];
   }

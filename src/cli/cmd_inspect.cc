@@ -97,7 +97,7 @@ nlohmann::json describe(const Checkpoint& ck, TorchVersion torch, const StatsRep
   for (const TensorInfo& t : tensors) {
     auto& d = by_dtype[std::string(dtype_name(t.dtype))];
     ++d.count;
-    d.bytes += t.nbytes();
+    if (t.kind != TensorKind::kMeta) d.bytes += t.nbytes();  // a meta tensor holds no bytes
   }
   doc["tensor_count"] = tensors.size();
   doc["storage_count"] = storages.size();
@@ -173,19 +173,20 @@ nlohmann::json describe(const Checkpoint& ck, TorchVersion torch, const StatsRep
   }
   for (const TensorPosition& pos : ck.tensor_positions()) {
     const TensorInfo& t = tensors[pos.tensor];
-    const StorageInfo& s = storages[static_cast<size_t>(t.storage)];
+    const bool meta = t.kind == TensorKind::kMeta;  // no storage, no data
     all_tensors.push_back({{"file", ck.file_name()},
                            {"path", path_to_json(pos.path)},
                            {"dtype", dtype_name(t.dtype)},
                            {"shape", t.shape},
                            {"stride", t.stride},
                            {"storage_offset", t.storage_offset},
-                           {"device", s.location},
-                           {"nbytes", t.nbytes()},
-                           {"storage", s.key},
+                           {"device", meta ? std::string("meta") : storages[static_cast<size_t>(t.storage)].location},
+                           {"nbytes", meta ? uint64_t{0} : t.nbytes()},
+                           {"storage", meta ? nlohmann::json() : nlohmann::json(storages[static_cast<size_t>(t.storage)].key)},
                            {"requires_grad", t.requires_grad},
                            {"parameter", t.parameter},
-                           {"quantized", t.kind == TensorKind::kQuantized}});
+                           {"quantized", t.kind == TensorKind::kQuantized},
+                           {"meta", meta}});
     if (stats != nullptr) all_tensors.back()["stats"] = stats_json(stats->tensors[pos.tensor]);
   }
   if (stats != nullptr) {
@@ -294,12 +295,14 @@ void print_human(const Checkpoint& ck, TorchVersion torch, const StatsReport* st
   }
   for (const TensorPosition& pos : ck.tensor_positions()) {
     const TensorInfo& t = ck.tensors()[pos.tensor];
-    const StorageInfo& s = ck.storages()[static_cast<size_t>(t.storage)];
     std::string path = pos.path.empty() ? "<root>" : printable(path_to_string(pos.path));
     if (t.parameter) path += " (Parameter)";
     if (t.python_attributes) path += " (with attributes)";
+    const bool meta = t.kind == TensorKind::kMeta;
+    const StorageInfo* s = meta ? nullptr : &ck.storages()[static_cast<size_t>(t.storage)];
     rows.push_back({path, std::string(dtype_name(t.dtype)), shape_text(t.shape), shape_text(t.stride),
-                    std::to_string(t.storage_offset), printable(s.location), printable(s.key)});
+                    std::to_string(t.storage_offset), meta ? "meta" : printable(s->location),
+                    meta ? "-" : printable(s->key)});
     if (stats != nullptr) {
       for (const std::string& cell : stats_cells(stats->tensors[pos.tensor])) rows.back().push_back(cell);
     }

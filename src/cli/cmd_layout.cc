@@ -110,7 +110,18 @@ class Tensors {
     auto [it, added] = tensor_position_.emplace(index, tensors_.size());
     if (!added) return it->second;
     const TensorInfo& t = ck_.tensors()[index];
-    if (t.kind != TensorKind::kDense) throw Error(ErrorKind::kUnsupported, "holds a quantized tensor, which is not loaded");
+    if (t.kind == TensorKind::kQuantized) throw Error(ErrorKind::kUnsupported, "holds a quantized tensor, which is not loaded");
+    if (t.kind == TensorKind::kMeta) {  // no bytes: torch.empty_strided on the meta device
+      tensors_.push_back({{"tensor", index},
+                          {"meta", true},
+                          {"dtype", dtype_name(t.dtype)},
+                          {"shape", t.shape},
+                          {"stride", t.stride},
+                          {"storage_offset", t.storage_offset},
+                          {"requires_grad", t.requires_grad},
+                          {"parameter", t.parameter}});
+      return it->second;
+    }
     auto [s, fresh] = storage_position_.emplace(t.storage, storages_.size());
     if (fresh) {
       const size_t storage = static_cast<size_t>(t.storage);

@@ -243,16 +243,17 @@ DiffReport compare(const Checkpoint& a, const Checkpoint& b, const DiffOptions& 
     }
     const Tensor& ta = impl_of(a).tensors[p.tensor];
     const Tensor& tb = impl_of(b).tensors[pb[it->second].tensor];
+    const bool meta = ta.kind == TensorKind::kMeta || tb.kind == TensorKind::kMeta;  // no values to compare
     TensorDiff d;
     d.key = key;
     d.dtype_a = dtype_name(ta.dtype);
     d.dtype_b = dtype_name(tb.dtype);
     d.shape_a = ta.shape;
     d.shape_b = tb.shape;
-    d.device_a = impl_of(a).storages[static_cast<size_t>(ta.storage)].location;
-    d.device_b = impl_of(b).storages[static_cast<size_t>(tb.storage)].location;
+    d.device_a = ta.storage < 0 ? "meta" : impl_of(a).storages[static_cast<size_t>(ta.storage)].location;
+    d.device_b = tb.storage < 0 ? "meta" : impl_of(b).storages[static_cast<size_t>(tb.storage)].location;
     d.numel = ta.numel();
-    if (!d.shape_differs()) {
+    if (!d.shape_differs() && !meta) {
       spent += read_cost(a, ta) + read_cost(b, tb);
       if (spent > budget) {
         throw Error(ErrorKind::kLimit, "comparing the tensors reads more than " + std::to_string(budget) +

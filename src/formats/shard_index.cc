@@ -194,6 +194,10 @@ void read_shard_index(CheckpointImpl& impl) {
       }
       found_in[e.key] = name;
       const Tensor& t = s.tensors[e.tensor];
+      if (t.storage < 0) {
+        throw Error(ErrorKind::kUnsupported, "a shard of a shard set holds tensors with data, and this one is a meta "
+                                             "tensor").in_file(path.string()).at(where());
+      }
       key_bytes += t.nbytes();
       auto [it, fresh] = storage_map.emplace(t.storage, static_cast<int32_t>(impl.storages.size()));
       if (fresh) {

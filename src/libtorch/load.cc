@@ -75,6 +75,13 @@ class Loader {
   uint64_t staged_bytes() const { return staging_ ? staging_->bytes() : 0; }
 
   at::Tensor tensor(const TensorInfo& t) {
+    if (t.kind == TensorKind::kMeta) {  // as torch.load makes it: empty_strided on the meta device, whatever the map
+      const std::optional<c10::ScalarType> type = to_scalar_type(t.dtype);
+      if (!type) throw Error(ErrorKind::kUnsupported, std::string(dtype_name(t.dtype)) + " has no LibTorch type");
+      at::Tensor meta = at::empty_strided(t.shape, t.stride, at::TensorOptions().dtype(*type).device(at::kMeta));
+      if (t.requires_grad && (meta.is_floating_point() || meta.is_complex())) meta.set_requires_grad(true);
+      return meta;
+    }
     const at::Tensor& b = base(t.storage);
     at::Tensor view = at::empty({0}, b.options()).set_(b.storage(), t.storage_offset, t.shape, t.stride);
     if (t.requires_grad && (view.is_floating_point() || view.is_complex())) view.set_requires_grad(true);

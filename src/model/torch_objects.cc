@@ -40,6 +40,26 @@ bool as_bool(const Value* v, bool& out) {
   return false;
 }
 
+// _rebuild_meta_tensor_no_storage(dtype, size, stride, requires_grad): a
+// tensor on the meta device, no data.
+bool parse_meta(const Value& arguments, Value& v, Tensor& t) {
+  const auto& a = arguments.items;
+  auto bad = [](const std::string& what) { return corrupt("malformed _rebuild_meta_tensor_no_storage call: " + what); };
+  if (a.size() < 4) throw bad("expected 4 arguments, found " + std::to_string(a.size()));
+  std::optional<DType> dtype;
+  if (a[0]->kind == ValueKind::kGlobal && a[0]->text == "torch") dtype = dtype_from_torch_attribute(a[0]->name());
+  if (!dtype) throw bad("dtype argument is not a torch dtype");
+  t.value = &v;
+  t.rebuild = &v;
+  t.kind = TensorKind::kMeta;
+  t.dtype = *dtype;
+  t.dtype_arg = a[0];
+  if (!as_int_tuple(a[1], t.shape)) throw bad("size is not a tuple of integers");
+  if (!as_int_tuple(a[2], t.stride)) throw bad("stride is not a tuple of integers");
+  if (!as_bool(a[3], t.requires_grad)) throw bad("requires_grad is not a bool");
+  return true;
+}
+
 // A dense or quantized rebuild call, parsed. Returns false if `v` is not one.
 // A tensor with Python attributes is a call of
 // torch._tensor._rebuild_from_type_v2(func, type, args, state), which
@@ -60,6 +80,7 @@ bool parse_rebuild(CheckpointImpl& impl, Value& v, Tensor& t) {
   }
   if (function->text != "torch._utils") return false;
   const std::string& fn = function->name();
+  if (fn == "_rebuild_meta_tensor_no_storage") return parse_meta(*arguments, v, t);
   size_t min_args = 0;
   if (fn == "_rebuild_tensor") {
     min_args = 4;
@@ -264,8 +285,10 @@ void build_tensor_table(CheckpointImpl& impl) {
   impl.graph.for_each([&](Value& v) {
     Tensor t;
     if (!parse_rebuild(impl, v, t)) return;
-    Storage& s = impl.storages[static_cast<size_t>(t.storage)];
-    if (s.untyped && s.dtype == DType::kUntyped) s.dtype = t.dtype;  // v3: the tensor tells the type
+    if (t.storage >= 0) {
+      Storage& s = impl.storages[static_cast<size_t>(t.storage)];
+      if (s.untyped && s.dtype == DType::kUntyped) s.dtype = t.dtype;  // v3: the tensor tells the type
+    }
     impl.tensor_by_value.emplace(&v, impl.tensors.size());
     impl.tensors.push_back(std::move(t));
   });
@@ -335,6 +358,21 @@ std::optional<std::string> tensor_view_problem(const Tensor& t, const Storage& s
   return std::nullopt;
 }
 
+// What torch's empty_strided would refuse of a meta tensor: sizes and
+// strides that do not pair up, are negative, or count past 64 bits.
+std::optional<std::string> meta_view_problem(const Tensor& t) {
+  if (t.shape.size() != t.stride.size()) {
+    return "tensor has " + std::to_string(t.shape.size()) + " sizes but " + std::to_string(t.stride.size()) + " strides";
+  }
+  std::optional<uint64_t> numel = 1;
+  for (size_t i = 0; i < t.shape.size(); ++i) {
+    if (t.shape[i] < 0 || t.stride[i] < 0) return "tensor has a negative size or stride";
+    numel = numel ? checked_mul(*numel, static_cast<uint64_t>(t.shape[i])) : std::nullopt;
+  }
+  if (!numel || *numel > static_cast<uint64_t>(INT64_MAX)) return "tensor of shape " + shape_text(t.shape) + " has more elements than fit in 64 bits";
+  return std::nullopt;
+}
+
 void validate_tensor_views(const Checkpoint& checkpoint) {
   const auto& tensors = impl_of(checkpoint).tensors;
   const auto& storages = impl_of(checkpoint).storages;
@@ -343,6 +381,11 @@ void validate_tensor_views(const Checkpoint& checkpoint) {
     if (checked[pos.tensor]) continue;
     checked[pos.tensor] = true;
     const Tensor& t = tensors[pos.tensor];
+    if (t.kind == TensorKind::kMeta) {  // no storage to fit; only the counts torch checks too
+      const std::optional<std::string> problem = meta_view_problem(t);
+      if (problem) throw Error(ErrorKind::kCorrupt, *problem).at("key '" + path_to_string(pos.path) + "'");
+      continue;
+    }
     if (const auto problem = tensor_view_problem(t, storages[static_cast<size_t>(t.storage)])) {
       throw Error(ErrorKind::kCorrupt, *problem).at("key '" + path_to_string(pos.path) + "'");
     }

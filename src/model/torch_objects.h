@@ -91,6 +91,10 @@ void set_rebuild(ValueGraph& graph, Tensor& t, Value* function, std::vector<Valu
 /// nullopt when it fits.
 std::optional<std::string> tensor_view_problem(const Tensor& t, const Storage& s);
 
+/// What is wrong with a meta tensor's sizes and strides (no storage to fit),
+/// or nullopt.
+std::optional<std::string> meta_view_problem(const Tensor& t);
+
 /// Checks every tensor reachable from the root fits inside its storage;
 /// errors name the tensor's path.
 void validate_tensor_views(const Checkpoint& checkpoint);

@@ -40,6 +40,10 @@ void make_libtorch_state_dict(Checkpoint& checkpoint, const PassOptions& options
           .at("key '" + e.key + "'");
     }
     Tensor& t = impl_of(checkpoint).tensors[e.tensor];
+    if (t.kind == TensorKind::kMeta) {
+      throw Error(ErrorKind::kUnsupported, "a meta tensor (no data), which LibTorch's pickle_load cannot read")
+          .at("key '" + e.key + "'");
+    }
     if (t.from_type) {  // LibTorch has no _rebuild_from_type_v2, and no Python attributes
       Value* plain = graph.make(ValueKind::kObject);
       plain->callable() = const_cast<Value*>(&rebuild_function(t));

@@ -249,7 +249,9 @@ PassReport run_passes(Checkpoint& checkpoint, const PassOptions& options) {
     } else {
       std::unordered_set<size_t> seen;
       for (const TargetTensor& t : select_tensors(impl, dicts)) {
-        const size_t s = static_cast<size_t>(impl_of(checkpoint).tensors[t.tensor].storage);
+        const int32_t storage = impl_of(checkpoint).tensors[t.tensor].storage;
+        if (storage < 0) continue;  // a meta tensor has none
+        const size_t s = static_cast<size_t>(storage);
         if (seen.insert(s).second) storages.push_back(s);
       }
     }

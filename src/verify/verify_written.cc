@@ -34,11 +34,22 @@ void compare_tensors(const Checkpoint& intended, const Checkpoint& back, const S
     }
     const Tensor& a = impl_of(intended).tensors[want[i].tensor];
     const Tensor& b = impl_of(back).tensors[got[i].tensor];
-    const Storage& sa = impl_of(intended).storages[static_cast<size_t>(a.storage)];
-    const Storage& sb = impl_of(back).storages[static_cast<size_t>(b.storage)];
     auto differ = [&](const std::string& what, const std::string& expected, const std::string& found) {
       throw mismatch(where, what + " " + expected + " expected, " + found + " found");
     };
+    if ((a.kind == TensorKind::kMeta) != (b.kind == TensorKind::kMeta)) {
+      differ("meta tensor", a.kind == TensorKind::kMeta ? "yes" : "no", b.kind == TensorKind::kMeta ? "yes" : "no");
+    }
+    if (a.kind == TensorKind::kMeta) {  // no storage: what torch makes it of
+      if (a.dtype != b.dtype) differ("dtype", std::string(dtype_name(a.dtype)), std::string(dtype_name(b.dtype)));
+      if (a.shape != b.shape) differ("shape", shape_text(a.shape), shape_text(b.shape));
+      if (a.stride != b.stride) differ("stride", shape_text(a.stride), shape_text(b.stride));
+      if (a.requires_grad != b.requires_grad) differ("requires_grad", a.requires_grad ? "True" : "False", b.requires_grad ? "True" : "False");
+      if (a.parameter != b.parameter) differ("Parameter", a.parameter ? "yes" : "no", b.parameter ? "yes" : "no");
+      continue;
+    }
+    const Storage& sa = impl_of(intended).storages[static_cast<size_t>(a.storage)];
+    const Storage& sb = impl_of(back).storages[static_cast<size_t>(b.storage)];
     if (a.dtype != b.dtype) differ("dtype", std::string(dtype_name(a.dtype)), std::string(dtype_name(b.dtype)));
     if (a.shape != b.shape) differ("shape", shape_text(a.shape), shape_text(b.shape));
     if (a.stride != b.stride) differ("stride", shape_text(a.stride), shape_text(b.stride));

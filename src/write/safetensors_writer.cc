@@ -222,6 +222,10 @@ Plan plan_file(const Checkpoint& checkpoint, const std::filesystem::path& path, 
     const TensorInfo& t = impl.tensors[entries[i].tensor];
     const std::string where = "key '" + entries[i].key + "'";
     const auto name = safetensors_dtype_name(t.dtype);
+    if (t.kind == TensorKind::kMeta) {
+      throw Error(ErrorKind::kUnsupported, "a meta tensor has no data, and a safetensors file holds tensors' data")
+          .at(where);
+    }
     if (!name || t.kind != TensorKind::kDense) {
       throw Error(ErrorKind::kUnsupported, std::string(t.kind == TensorKind::kDense ? "" : "quantized ") + "dtype " +
                                                std::string(dtype_name(t.dtype)) + " has no safetensors type")
