@@ -1,6 +1,8 @@
 #include "json/json.h"
 
 #include <cstdio>
+#include <functional>
+#include <unordered_set>
 
 #include "ckptfix/error.h"
 #include "io/utf8.h"
@@ -100,7 +102,58 @@ class Parser {
     return v;
   }
 
+  // Objects of up to this many members find a repeated key by a scan.
+  static constexpr size_t kLinearFindMembers = 16;
+
+  // Adds `key` to `seen` (filled from `members` the first time); false when it was there.
+  static bool note_key(std::unordered_set<std::string>& seen, const std::vector<JsonMember>& members,
+                       const std::string& key) {
+    if (seen.empty()) {
+      for (const JsonMember& m : members) seen.insert(m.key);
+    }
+    return seen.insert(key).second;
+  }
+
+ public:
+  // The members of the top-level object, each handed to `on_member` as soon
+  // as it is parsed and then dropped (parse_json_members).
+  void members(const std::function<void(std::string, JsonValue)>& on_member) {
+    skip_space();
+    if (peek() != '{') fail(std::string("expected an object, not ") + (at_ < text_.size() ? "this" : "the end of text"));
+    ++at_;
+    skip_space();
+    std::unordered_set<std::string> seen;
+    if (peek() == '}') {
+      ++at_;
+    } else {
+      while (true) {
+        skip_space();
+        if (peek() != '"') fail("expected a string key");
+        const size_t key_at = at_;
+        std::string key = string();
+        if (!seen.insert(key).second) {
+          at_ = key_at;
+          fail("key '" + printable(key) + "' appears twice in one object");
+        }
+        skip_space();
+        expect(':');
+        on_member(std::move(key), value(1));
+        skip_space();
+        if (peek() == ',') {
+          ++at_;
+          continue;
+        }
+        expect('}');
+        break;
+      }
+    }
+    skip_space();
+    if (at_ != text_.size()) fail("unexpected text after the value");
+  }
+
+ private:
   void object(JsonValue& v, size_t depth) {
+    std::unordered_set<std::string> seen;
     v.kind = JsonValue::Kind::kObject;
     ++at_;
     skip_space();
@@ -113,7 +166,12 @@ class Parser {
       if (peek() != '"') fail("expected a string key");
       const size_t key_at = at_;
       std::string key = string();
-      if (v.find(key) != nullptr) {
+      // A set once the object is large: a linear find per member would make
+      // a 100,000-tensor safetensors header quadratic.
+      const bool repeated = seen.empty() && v.members.size() < kLinearFindMembers
+                                ? v.find(key) != nullptr
+                                : !note_key(seen, v.members, key);
+      if (repeated) {
         at_ = key_at;
         fail("key '" + printable(key) + "' appears twice in one object");
       }
@@ -269,6 +327,11 @@ class Parser {
 }  // namespace
 
 JsonValue parse_json(std::string_view text, size_t max_depth) { return Parser(text, max_depth).document(); }
+
+void parse_json_members(std::string_view text, const std::function<void(std::string key, JsonValue value)>& on_member,
+                        size_t max_depth) {
+  Parser(text, max_depth).members(on_member);
+}
 
 std::string json_quote(std::string_view text) {
   std::string out;

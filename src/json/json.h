@@ -9,6 +9,7 @@
 #pragma once
 
 #include <cstdint>
+#include <functional>
 #include <optional>
 #include <string>
 #include <string_view>
@@ -46,6 +47,14 @@ struct JsonMember {
 /// Parses `text` (one value, surrounded by optional whitespace). Throws
 /// Error(kCorrupt) "invalid JSON at byte N: ...".
 JsonValue parse_json(std::string_view text, size_t max_depth = 64);
+
+/// Parses `text`, which must be one object, handing each member to
+/// `on_member` as soon as it is parsed, in document order, without keeping
+/// it: for documents too large to hold whole as JsonValues (a model
+/// reference of 1,000,000 keys). Keys must be distinct, as for parse_json;
+/// errors are parse_json's, and whatever `on_member` throws.
+void parse_json_members(std::string_view text, const std::function<void(std::string key, JsonValue value)>& on_member,
+                        size_t max_depth = 64);
 
 /// `text` as a JSON string literal the way serde_json writes it (the
 /// safetensors library's serializer): `"` and `\` escaped, \b \f \n \r \t,
