@@ -68,6 +68,11 @@ Error& Error::note(const std::string& text) {
   return *this;
 }
 
+Error& Error::detail(const std::string& line) {
+  details_.push_back(printable(line));
+  return *this;
+}
+
 void Error::render() {
   rendered_.clear();
   if (!file_.empty()) rendered_ += "'" + file_ + "': ";

@@ -5,12 +5,14 @@
 #pragma once
 
 #include <filesystem>
+#include <memory>
 #include <optional>
 #include <string>
 #include <vector>
 
 #include "ckptfix/checkpoint.h"
 #include "ckptfix/dtype.h"
+#include "ckptfix/fit.h"
 #include "ckptfix/verify.h"
 #include "ckptfix/weights_only.h"
 
@@ -42,6 +44,10 @@ struct CheckOptions {
   bool crc = true;
   /// No tensor may hold NaN or an infinity (every tensor is read; stats.h).
   bool finite = false;
+  /// The model's load_state_dict(strict=True) must accept the state dict
+  /// (the one of `keys`, else chosen as load_verdict chooses it) as it is:
+  /// each line torch would say is a violation (fit.h).
+  std::shared_ptr<const ModelReference> like;
   /// How the file is opened (limits).
   OpenOptions open;
   /// Progress of the CRC pass: (phase, bytes done, bytes total).
@@ -73,6 +79,9 @@ struct CheckReport {
   std::optional<WeightsOnlyVerdict> weights_only;
   /// The same for each release checked, oldest first.
   std::vector<WeightsOnlyVerdict> weights_only_by_torch;
+  /// With CheckOptions::like: what load_state_dict would say, and whether
+  /// the fit repairs it.
+  std::optional<LoadVerdict> load;
   /// True when nothing was found.
   bool passed() const { return violations.empty(); }
 };

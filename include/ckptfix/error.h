@@ -66,6 +66,11 @@ class Error : public std::exception {
   Error& set_location(std::string location);
   /// Appends "; <text>" to the message (a consequence the caller knows).
   Error& note(const std::string& text);
+  /// Adds a line that goes with the error, printed after it (torch's own
+  /// words for what load_state_dict would refuse, one line each).
+  Error& detail(const std::string& line);
+  /// The lines detail() added, in order (each printable, one line).
+  const std::vector<std::string>& details() const noexcept { return details_; }
 
   /// One line: "'FILE': LOCATION: MESSAGE" (parts that are unknown are left out).
   const char* what() const noexcept override { return rendered_.c_str(); }
@@ -78,6 +83,7 @@ class Error : public std::exception {
   std::string file_;
   std::string location_;
   std::string rendered_;
+  std::vector<std::string> details_;
 };
 
 /// Formats an offset the way every message does: "0x1a3".

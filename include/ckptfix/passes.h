@@ -23,6 +23,7 @@
 #include <vector>
 
 #include "ckptfix/checkpoint.h"
+#include "ckptfix/fit.h"
 #include "ckptfix/torch_version.h"
 
 namespace ckptfix {
@@ -76,6 +77,17 @@ struct PassOptions {
   /// With weights_only: replace the values no rule knows with None (reported).
   bool drop_unknown = false;
 
+  /// Fit the state dict to this model (fit.h): the state dict (the one at
+  /// `keys`, or the one that fits the model best; several equally good are
+  /// refused, naming them) becomes the root, its keys renamed by the fit's
+  /// rules, in the model's order, with `_metadata` renamed along; what no
+  /// rule places is refused in torch's words unless `fit` allows it. Runs
+  /// in place of the prefix passes (it chooses prefixes itself), which may
+  /// not be given with it, nor `extract`.
+  std::shared_ptr<const ModelReference> like;
+  /// What the fit may do besides its rules (fit.h).
+  FitOptions fit;
+
   /// Make the file readable by LibTorch's torch::jit::pickle_load: the state
   /// dict (the root, the only one, or the single --key) becomes the root as
   /// a plain dict (no OrderedDict, no _metadata, Parameters unwrapped), and
@@ -126,11 +138,13 @@ struct PassReport {
   std::optional<std::string> extracted;
   /// The state dict was rewritten as a plain dict for LibTorch.
   bool for_libtorch = false;
+  /// What fitting the state dict to a model did (PassOptions::like).
+  std::optional<FitReport> fit;
 
   /// Whether any pass changed anything (else the output would equal the input).
   bool changed() const {
-    return extracted.has_value() || for_libtorch || !renames.empty() || !repaired.empty() || storages_retagged > 0 ||
-           storages_cast > 0;
+    return extracted.has_value() || for_libtorch || (fit && fit->changed) || !renames.empty() || !repaired.empty() ||
+           storages_retagged > 0 || storages_cast > 0;
   }
 };
 

@@ -143,6 +143,35 @@ void check_dicts(const CheckOptions& options, const Checkpoint& ck, std::vector<
   }
 }
 
+// What each release's load_state_dict(strict=True) says (1.13 and 2.x
+// differ on unexpected keys): a line all of them say once, another with the
+// releases that say it.
+void check_load(const CheckOptions& options, const Checkpoint& ck, const std::vector<TorchVersion>& torch,
+                CheckReport& report) {
+  const std::string key = options.keys.empty() ? std::string() : options.keys.front();
+  std::vector<LoadVerdict> verdicts;
+  for (const TorchVersion& v : torch) verdicts.push_back(load_verdict(ck, *options.like, key, v));
+  report.load = verdicts.back();  // the newest's
+  const Path& judged = report.load->state_dict;
+  const std::string where = (judged.empty() ? std::string() : "key '" + path_to_string(judged) + "', ") +
+                            "load_state_dict of '" + options.like->name + "'";
+  std::vector<std::string> lines;  // every line any release says, first said first
+  for (const LoadVerdict& v : verdicts) {
+    for (const std::string& line : v.lines) {
+      if (std::find(lines.begin(), lines.end(), line) == lines.end()) lines.push_back(line);
+    }
+  }
+  for (const std::string& line : lines) {
+    std::vector<std::string> saying;
+    for (size_t i = 0; i < torch.size(); ++i) {
+      const auto& said = verdicts[i].lines;
+      if (std::find(said.begin(), said.end(), line) != said.end()) saying.push_back(torch[i].str());
+    }
+    report.violations.push_back(
+        {saying.size() == torch.size() ? where : where + " (torch " + comma_list(saying) + ")", line});
+  }
+}
+
 }  // namespace
 
 void validate_check_options(const CheckOptions& options) {
@@ -154,6 +183,9 @@ void validate_check_options(const CheckOptions& options) {
   }
   if (!options.device.empty()) validate_device(options.device);
   for (const TorchVersion& v : options.torch) modeled_torch_version(v);
+  if (options.like && options.keys.size() > 1) {
+    throw Error(ErrorKind::kInvalidArgument, "`like` judges one state dict: give at most one of `keys`");
+  }
 }
 
 CheckReport check_file(const std::filesystem::path& file, const CheckOptions& options) {
@@ -188,6 +220,7 @@ CheckReport check_file(const std::filesystem::path& file, const CheckOptions& op
     if (!options.device.empty()) check_devices(options, ck, report.violations);
     check_dicts(options, ck, report.violations);
     if (options.finite) check_finite(options, ck, report.violations);
+    if (options.like) check_load(options, ck, torch, report);
     return report;
   });
 }

@@ -120,6 +120,10 @@ Outcome failed_outcome(const Input& input, const std::exception& e) {
   o.doc["status"] = status_name(OutcomeStatus::kFailed);
   o.doc["error"] = message;
   o.err = "ckptfix: error: " + message + "\n";
+  if (!err.details().empty()) {
+    o.doc["error_details"] = detail_lines(err);
+    for (const std::string& line : detail_lines(err)) o.err += "ckptfix:   " + line + "\n";
+  }
   return o;
 }
 

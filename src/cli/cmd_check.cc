@@ -15,6 +15,7 @@
 #include "ckptfix/error.h"
 #include "cli/batch.h"
 #include "cli/commands.h"
+#include "cli/like_options.h"
 #include "cli/report.h"
 #include "cli/rewrite.h"
 
@@ -34,7 +35,27 @@ struct CheckArgs {
   bool finite = false;
   std::vector<std::string> keys;
   std::vector<std::string> torch;  // --torch 2.6,2.11,2.14
+  LikeArgs like;
 };
+
+// The command that makes a file load into the model, from what the fit needs.
+std::string fit_hint(const CheckArgs& args, const std::string& file, const LoadVerdict& load) {
+  std::string command = "ckptfix fix --like " + printable(args.like.like) +
+                        (args.like.like_key.empty() ? "" : " --like-key " + printable(args.like.like_key)) + " " + file +
+                        (args.keys.empty() ? "" : " --key " + printable(args.keys.front())) + " -o OUT";
+  if (!load.fix) {
+    return "ckptfix: hint: its keys cannot all be placed by fix --like's rules alone; '" + command +
+           "' says why, and --rename REGEX=REPL or --drop GLOB tells it what no rule knows\n";
+  }
+  if (load.fix->allow_missing) command += " --allow-missing";
+  if (load.fix->drop_unexpected) command += " --drop-unexpected";
+  if (load.fix->drop_mismatched) command += " --drop-mismatched";
+  return "ckptfix: hint: '" + command + "' makes it load" +
+         (load.fix->allow_missing || load.fix->drop_unexpected || load.fix->drop_mismatched
+              ? std::string(" (what the options leave out or lack is listed as it is written)")
+              : std::string()) +
+         "\n";
+}
 
 // Examples a grouped line names before "and N more".
 constexpr size_t kExamples = 3;
@@ -91,6 +112,7 @@ int run(const CheckArgs& args) {
     options.crc = !args.no_crc;
     options.finite = args.finite;
     for (const std::string& v : args.torch) options.torch.push_back(parse_user_torch(v));
+    options.like = read_like(args.like, options.open);
     validate_check_options(options);
     inputs = expand_inputs(args.batch);
   } catch (const Error& e) {
@@ -100,6 +122,7 @@ int run(const CheckArgs& args) {
   const BatchResult result = run_batch(inputs, args.batch, [&](const Input& input, Progress& progress) {
     Outcome o;
     std::vector<CheckViolation> violations;
+    std::string like_hint;
     try {
       CheckOptions file_options = options;
       file_options.progress = [&progress, started = false](std::string_view phase, uint64_t done,
@@ -116,6 +139,11 @@ int run(const CheckArgs& args) {
           j["torch"] = v.torch.str();
           o.doc["weights_only_by_torch"].push_back(std::move(j));
         }
+      }
+      if (report.load) {
+        o.doc["load_state_dict"] = {{"loads", report.load->loads()}, {"lines", report.load->lines},
+                                    {"fixable", report.load->fix.has_value()}};
+        if (!report.load->loads() && !args.batch.quiet) like_hint = fit_hint(args, printable(input.path), *report.load);
       }
       violations = std::move(report.violations);
     } catch (const Error& thrown) {
@@ -148,6 +176,7 @@ int run(const CheckArgs& args) {
     if (refused_by_torch && opened && !args.batch.quiet) {
       o.err += "ckptfix: hint: 'ckptfix weights-only " + shown_path + " -o OUT' rewrites what torch.load refuses\n";
     }
+    o.err += like_hint;
     return o;
   });
   return finish_batch("check", args.batch, result);
@@ -186,6 +215,7 @@ CommandRun register_check(CLI::App& app) {
                                     "(--torch 2.6,2.11,2.14), name the releases that would refuse"))
       ->allow_extra_args(false)
       ->delimiter(',');
+  add_like_options(cmd, args->like, false);
   return [args] { return run(*args); };
 }
 

@@ -1,7 +1,10 @@
 // ckptfix fix IN... [passes]: several passes in one read and one write, in
-// the order strip, add, remap, cast (see include/ckptfix/passes.h for why).
+// the order strip, add, remap, cast (see include/ckptfix/passes.h for why);
+// or, with --like REF, the state dict fitted to a model (fit.h), then
+// remapped and cast.
 #include "ckptfix/error.h"
 #include "cli/commands.h"
+#include "cli/like_options.h"
 #include "cli/report.h"
 #include "cli/rewrite.h"
 
@@ -14,6 +17,7 @@ CommandRun register_fix(CLI::App& app) {
     std::vector<std::string> maps;
     std::string dtype;
     std::vector<std::string> from;
+    LikeArgs like;
   };
   auto args = std::make_shared<Args>();
   CLI::App* cmd = app.add_subcommand(
@@ -25,13 +29,19 @@ CommandRun register_fix(CLI::App& app) {
   cmd->add_option("--add-prefix", args->passes.add_prefix, "Add this prefix to keys");
   add_remap_options(cmd, args->passes, args->maps);
   add_cast_options(cmd, args->dtype, args->from, args->passes, false);
+  add_like_options(cmd, args->like, true);
   add_key_option(cmd, args->passes);
   add_weights_only_options(cmd, args->passes, true);
   return [args] {
     PassOptions passes = args->passes;
     try {
       finish_remap_options(args->maps, passes);
-      finish_cast_options(args->dtype, args->from, passes);
+      // --dtype like: each floating tensor to the model's type for it.
+      const bool dtype_like = args->dtype == "like";
+      finish_cast_options(dtype_like ? std::string() : args->dtype, args->from, passes);
+      passes.fit = fit_options(args->like);
+      passes.fit.dtype_like = dtype_like;
+      passes.like = read_like(args->like, open_options(args->out.batch.limits));
     } catch (const Error& e) {
       print_error(e);
       return exit_code_for(e);

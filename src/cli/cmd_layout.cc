@@ -1,4 +1,4 @@
-// ckptfix layout FILE [--key PATH] [--stage DIR]: what one state dict holds
+// ckptfix layout FILE [--key PATH] [--stage DIR] [--like REF ...]: what one state dict holds
 // and where the bytes of its tensors are, as JSON, so that a program maps
 // them itself and nothing is unpickled (the Python package's ckptfix.load,
 // docs/python.md). Each entry is a tensor, a sparse tensor (made of tensors)
@@ -14,6 +14,10 @@
 // little-endian, and written into DIR/storages.bin, each at a multiple of
 // 64 bytes, which the document then names instead (--stage; without it
 // such a storage is an error).
+//
+// With --like, the state dict is first fitted to the model (fit.h; the
+// options of fix --like), so that ckptfix.load(path, like=model) gives
+// what the model's load_state_dict takes.
 #include <cstdio>
 #include <fstream>
 #include <iostream>
@@ -24,7 +28,9 @@
 #include "ckptfix/checkpoint.h"
 #include "ckptfix/error.h"
 #include "ckptfix/state_dict.h"
+#include "ckptfix/passes.h"
 #include "cli/commands.h"
+#include "cli/like_options.h"
 #include "cli/report.h"
 
 namespace ckptfix::cli {
@@ -34,6 +40,7 @@ struct LayoutArgs {
   std::string input;
   std::string key;
   std::string stage;
+  LikeArgs like;
   std::vector<std::string> limits;
 };
 
@@ -208,8 +215,19 @@ class Tensors {
 
 int run(const LayoutArgs& args) {
   try {
-    const Checkpoint ck = Checkpoint::open(args.input, open_options(args.limits));
-    const std::vector<StateDictEntry> entries = select_state_dict(ck, args.key);
+    const OpenOptions open = open_options(args.limits);
+    Checkpoint ck = Checkpoint::open(args.input, open);
+    // --like: the state dict fitted to the model (fit.h) is the root, in the model's order.
+    std::string key = args.key;
+    if (!args.like.like.empty()) {
+      PassOptions passes;
+      if (!key.empty()) passes.keys.push_back(key);
+      passes.like = read_like(args.like, open);
+      passes.fit = fit_options(args.like);
+      apply_passes(ck, passes);
+      key.clear();
+    }
+    const std::vector<StateDictEntry> entries = select_state_dict(ck, key);
     Stage stage(args.stage);
     Tensors tensors(ck, stage);
     nlohmann::json out_entries = nlohmann::json::array();
@@ -233,7 +251,7 @@ int run(const LayoutArgs& args) {
           }
           case StateDictEntry::Kind::kData:
             j["kind"] = "data";
-            j["value"] = tensors.data_json(plain_value(ck, args.key, e));
+            j["value"] = tensors.data_json(plain_value(ck, key, e));
             break;
         }
         out_entries.push_back(std::move(j));
@@ -259,7 +277,8 @@ int run(const LayoutArgs& args) {
                             {"path", args.input},
                             {"status", "failed"},
                             {"error", cli_message(e)},
-                            {"error_kind", to_string(e.kind())}})
+                            {"error_kind", to_string(e.kind())},
+                            {"error_details", detail_lines(e)}})
               << std::endl;
     return exit_code_for(e);
   }
@@ -276,6 +295,9 @@ CommandRun register_layout(CLI::App& app) {
                   "The state dict at this '/'-separated path (default: the root, or the only state dict)");
   cmd->add_option("--stage", args->stage,
                   "Directory to copy storages that cannot be mapped where they lie into (DIR/storages.bin)");
+  add_like_options(cmd, args->like, true);
+  // For ckptfix.load(like=model): its messages name the model's class, not a temporary file.
+  cmd->add_option("--like-name", args->like.like_name, "What messages call the --like reference")->group("");
   add_limit_option(cmd, args->limits);
   return [args] { return run(*args); };
 }

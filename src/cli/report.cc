@@ -38,6 +38,14 @@ namespace {
 // the flags that set them.
 constexpr std::pair<std::string_view, std::string_view> kFlagOfOption[] = {
     {"keys", "--key"},
+    {"like", "--like"},
+    {"like_key", "--like-key"},
+    {"renames", "--rename"},
+    {"drops", "--drop"},
+    {"allow_missing", "--allow-missing"},
+    {"drop_unexpected", "--drop-unexpected"},
+    {"drop_mismatched", "--drop-mismatched"},
+    {"dtype_like", "--dtype like"},
     {"extract", "--extract"},
     {"strip_prefixes", "--prefix"},
     {"add_prefix", "--add-prefix"},
@@ -116,7 +124,23 @@ std::string cli_message(const Error& e) {
 
 void print_error(const std::exception& e) {
   const auto* error = dynamic_cast<const Error*>(&e);
-  std::cerr << "ckptfix: error: " << printable(error != nullptr ? cli_message(*error) : e.what()) << std::endl;
+  std::cerr << "ckptfix: error: " << printable(error != nullptr ? cli_message(*error) : e.what()) << "\n";
+  if (error != nullptr) {
+    for (const std::string& line : error->details()) std::cerr << "ckptfix:   " << detail_text(line) << "\n";
+  }
+  std::cerr << std::flush;
+}
+
+std::vector<std::string> detail_lines(const Error& e) {
+  std::vector<std::string> out;
+  for (const std::string& line : e.details()) out.push_back(detail_text(line));
+  return out;
+}
+
+std::string detail_text(const std::string& line) {
+  std::string text = with_flags(line);
+  if (python_option_names()) text = with_python_names(std::move(text));
+  return printable(text);
 }
 
 

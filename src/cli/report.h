@@ -91,6 +91,12 @@ void set_current_input(const std::string& path);
 /// of strip-prefix, --strip-prefix of fix).
 void set_current_command(const std::string& name);
 
+/// A line of an error's details (Error::details), its option names said as
+/// the error's own are (cli_message).
+std::string detail_text(const std::string& line);
+/// Every line of an error's details, as detail_text says each.
+std::vector<std::string> detail_lines(const Error& e);
+
 /// Makes running out of memory end in the usual one-line error and exit 1,
 /// never in std::terminate: a reserve of memory is given back at the first
 /// failed allocation (so that code which allocates while it unwinds, like

@@ -162,6 +162,20 @@ std::vector<std::string> describe(const PassReport& report, const SaveResult* sa
                     c.became);
   }
   if (report.extracted) lines.push_back("extracted '" + *report.extracted + "'");
+  if (report.fit) {
+    const FitReport& f = *report.fit;
+    std::string line = f.changed ? "fitted" : "fits as it is";
+    if (!f.state_dict.empty()) line += " state dict '" + path_to_string(f.state_dict) + "'";
+    line += " to the model of '" + f.reference + "'";
+    std::vector<std::string> parts;
+    if (!f.moved.empty()) parts.push_back(std::to_string(f.moved.size()) + " key" + (f.moved.size() == 1 ? "" : "s") + " renamed");
+    if (!f.added.empty()) parts.push_back(std::to_string(f.added.size()) + " made");
+    if (!f.dropped.empty()) parts.push_back(std::to_string(f.dropped.size()) + " left out");
+    if (!f.missing.empty()) parts.push_back(std::to_string(f.missing.size()) + " missing (allowed)");
+    if (f.tensors_cast > 0) parts.push_back(std::to_string(f.tensors_cast) + " tensors cast to the model's types");
+    for (size_t i = 0; i < parts.size(); ++i) line += (i ? ", " : ": ") + parts[i];
+    lines.push_back(line);
+  }
   if (report.for_libtorch) lines.push_back("state dict written as a plain dict for LibTorch");
   if (!report.renames.empty()) {
     std::ostringstream s;
@@ -199,6 +213,61 @@ std::vector<std::string> describe(const PassReport& report, const SaveResult* sa
   return lines;
 }
 
+// Beyond this many keys moved, made or left out, the text report says them
+// by rule, a few each (--json lists every one).
+constexpr size_t kFitKeyLines = 200;
+
+// A line per key the fit moved, made or left out, for the text report.
+std::string fit_key_lines(const PassReport& report) {
+  if (!report.fit) return {};
+  const FitReport& f = *report.fit;
+  std::vector<const KeyMove*> all;
+  for (const auto* list : {&f.moved, &f.added, &f.dropped}) {
+    for (const KeyMove& m : *list) all.push_back(&m);
+  }
+  auto line = [](const KeyMove& m) {
+    if (m.from.empty()) return "made '" + m.to + "' (" + m.rule + ")";
+    if (m.to.empty()) return "left out '" + m.from + "' (" + m.rule + ")";
+    return "'" + m.from + "' -> '" + m.to + "' (" + m.rule + ")";
+  };
+  std::string out;
+  if (all.size() <= kFitKeyLines) {
+    for (const KeyMove* m : all) out += "ckptfix:   " + detail_text(line(*m)) + "\n";
+  } else {
+    std::map<std::string, std::vector<const KeyMove*>> by_rule;
+    for (const KeyMove* m : all) by_rule[m->rule].push_back(m);
+    for (const auto& [rule, moves] : by_rule) {
+      out += "ckptfix:   " + std::to_string(moves.size()) + " keys: " + detail_text(line(*moves.front()));
+      out += moves.size() > 1 ? ", ... (--json lists every one)\n" : "\n";
+    }
+  }
+  if (!f.missing.empty()) {
+    std::string keys;
+    for (size_t i = 0; i < f.missing.size() && i < 20; ++i) keys += (i ? ", '" : "'") + f.missing[i] + "'";
+    if (f.missing.size() > 20) keys += " and " + std::to_string(f.missing.size() - 20) + " more";
+    out += "ckptfix:   missing (allowed): " + printable(keys) + "\n";
+  }
+  return out;
+}
+
+nlohmann::json fit_json(const FitReport& f) {
+  auto moves = [](const std::vector<KeyMove>& list) {
+    nlohmann::json out = nlohmann::json::array();
+    for (const KeyMove& m : list) {
+      nlohmann::json j = {{"rule", detail_text(m.rule)}};
+      if (!m.from.empty()) j["from"] = m.from;
+      if (!m.to.empty()) j["to"] = m.to;
+      out.push_back(std::move(j));
+    }
+    return out;
+  };
+  return {{"reference", f.reference}, {"state_dict", path_to_json(f.state_dict)},
+          {"moved", moves(f.moved)},  {"added", moves(f.added)},
+          {"dropped", moves(f.dropped)}, {"missing", f.missing},
+          {"kept", f.kept},           {"tensors_cast", f.tensors_cast},
+          {"changed", f.changed}};
+}
+
 nlohmann::json changes_json(const PassReport& report, const SaveResult* saved) {
   nlohmann::json renames = nlohmann::json::array();
   for (const KeyRename& r : report.renames) {
@@ -223,6 +292,7 @@ nlohmann::json changes_json(const PassReport& report, const SaveResult* saved) {
   }
   return {{"repaired", repaired},
           {"extracted", report.extracted ? nlohmann::json(*report.extracted) : nlohmann::json()},
+          {"fit", report.fit ? fit_json(*report.fit) : nlohmann::json()},
           {"for_libtorch", report.for_libtorch},
           {"dicts", dicts},
           {"keys_renamed", report.renames.size()},
@@ -493,7 +563,8 @@ int run_rewrite(const std::string& command, const RewriteArgs& args, const PassO
         o.status = OutcomeStatus::kUnchanged;
         o.doc["changes"] = changes_json(report, nullptr);
         o.doc["verification"] = {{"status", "skipped"}, {"reason", "nothing was written"}};
-        o.err += "ckptfix: " + printable(input.path) + ": nothing to change\n";
+        o.err += "ckptfix: " + printable(input.path) + ": nothing to change" +
+                 (report.fit ? "; it fits the model of '" + printable(report.fit->reference) + "' as it is" : "") + "\n";
       } else {
         SaveOptions options = save_options;
         options.overwrite = args.force || args.in_place;
@@ -563,6 +634,7 @@ int run_rewrite(const std::string& command, const RewriteArgs& args, const PassO
         if (lines.empty()) line += command == "convert" ? "re-written, nothing else to change" : "nothing to change; written as is";
         for (size_t i = 0; i < lines.size(); ++i) line += (i ? "; " : "") + lines[i];
         o.err += printable(line) + " (" + human_bytes(bytes) + ")\n";
+        o.err += fit_key_lines(report);
         o.err += "ckptfix: " + printable(written) + ": " +
                  (verification ? "verified: " + verification->summary() : std::string("not verified (--no-verify)")) +
                  "\n";

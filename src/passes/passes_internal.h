@@ -18,6 +18,9 @@ void remap_devices(Checkpoint& checkpoint, const std::vector<size_t>& storages, 
 /// Makes the chosen state dict a plain-dict root on the CPU (libtorch.cc).
 void make_libtorch_state_dict(Checkpoint& checkpoint, const PassOptions& options, PassReport& report);
 
+/// Fits the state dict to options.like (fit_pass.cc): it becomes the root.
+void fit_state_dict(Checkpoint& checkpoint, const PassOptions& options, PassReport& report);
+
 /// Marks storages for conversion; see cast.cc for the sharing rule.
 void plan_cast(Checkpoint& checkpoint, const std::vector<TargetTensor>& targets, const PassOptions& options,
                PassReport& report);

@@ -10,11 +10,42 @@
 #include "error_boundary.h"
 #include "ckptfix/prefixes.h"
 #include "passes/passes_internal.h"
+#include "passes/key_regex.h"
 #include "passes/rename_keys.h"
 
 namespace ckptfix {
 
 namespace {
+
+// The fit chooses prefixes itself and makes the state dict the root.
+void check_fit_options(const PassOptions& options) {
+  auto usage = [](const std::string& message) { return Error(ErrorKind::kInvalidArgument, message); };
+  const FitOptions& fit = options.fit;
+  if (!options.like) {
+    if (!fit.renames.empty() || !fit.drops.empty() || fit.allow_missing || fit.drop_unexpected || fit.drop_mismatched ||
+        fit.dtype_like) {
+      throw usage("`renames`, `drops`, `allow_missing`, `drop_unexpected`, `drop_mismatched` and `dtype_like` go with `like`");
+    }
+    return;
+  }
+  if (!options.strip_prefixes.empty() || options.auto_strip || !options.add_prefix.empty()) {
+    throw usage("`like` chooses the prefixes itself: give no `strip_prefixes`, `auto_strip` or `add_prefix` with it "
+                "(`renames` says what it cannot know)");
+  }
+  if (options.extract) throw usage("`like` makes the state dict the root: give no `extract` with it");
+  if (options.keys.size() > 1) throw usage("`like` fits one state dict: give at most one of `keys`");
+  if (fit.dtype_like && options.cast_to) throw usage("use either `dtype_like` or `cast_to`, not both");
+  for (const auto& [pattern, replacement] : fit.renames) {
+    try {
+      KeyRegex::compile(pattern).check_replacement(replacement);
+    } catch (const Error& e) {
+      throw usage("`renames` '" + pattern + "=" + replacement + "': " + e.message());
+    }
+  }
+  for (const std::string& g : fit.drops) {
+    if (g.empty()) throw usage("`drops` needs a non-empty glob");
+  }
+}
 
 void check_pass_options(const PassOptions& options) {
   auto usage = [](const std::string& message) { return Error(ErrorKind::kInvalidArgument, message); };
@@ -53,6 +84,7 @@ void check_pass_options(const PassOptions& options) {
   for (const std::string& p : options.strip_prefixes) {
     if (p.empty()) throw usage("`strip_prefixes` needs a non-empty prefix");
   }
+  check_fit_options(options);
 }
 
 // A tensor of a dtype `torch` cannot load (one newer than it) fails the
@@ -189,18 +221,27 @@ void refuse_what_was_not_done(const CheckpointImpl& impl, const PassOptions& opt
   }
 }
 
-PassReport run_passes(Checkpoint& checkpoint, const PassOptions& options) {
+PassReport run_passes(Checkpoint& checkpoint, const PassOptions& given) {
   CheckpointImpl& impl = impl_of(checkpoint);
   PassReport report;
   // 0. weights-only repair: the other passes see plain data (a pickled
   // module is now its state dict, which --key and the renames can name).
   // Payloads left in the file are read in first, except by the repair,
   // which reads in what it does not turn into storages (model/payloads.h).
-  if (options.weights_only) {
-    make_weights_only(checkpoint, options, report);
+  if (given.weights_only) {
+    make_weights_only(checkpoint, given, report);
   } else {
     read_in_payloads(impl);
   }
+  // 0. fit to a model: the state dict, fitted, becomes the root, which the
+  // passes after it edit (the `keys` that chose it name it no more).
+  PassOptions fitted;
+  if (given.like) {
+    fit_state_dict(checkpoint, given, report);
+    fitted = given;
+    fitted.keys.clear();
+  }
+  const PassOptions& options = given.like ? fitted : given;
   // 0. extract: what the user keeps becomes the root; the writer then
   // writes only the storages still reachable.
   if (options.extract) {

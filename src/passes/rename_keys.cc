@@ -21,18 +21,6 @@ std::string without_trailing_dot(std::string prefix) {
   return prefix;
 }
 
-// The `_metadata` OrderedDict torch attaches to a state dict (BUILD state).
-Entries* metadata_of(Value& dict) {
-  if (dict.kind != ValueKind::kObject) return nullptr;
-  for (Value* state : dict.states()) {
-    if (state->kind != ValueKind::kDict) continue;
-    for (auto& [k, v] : state->entries()) {
-      if (k->is_str() && k->text == "_metadata" && is_dict_like(*v)) return &v->entries();
-    }
-  }
-  return nullptr;
-}
-
 Entries::iterator find_key(Entries& entries, const std::string& key) {
   for (auto it = entries.begin(); it != entries.end(); ++it) {
     if (it->first->is_str() && it->first->text == key) return it;
@@ -83,6 +71,17 @@ void rename_metadata(ValueGraph& graph, Entries& meta, const std::string& prefix
 }
 
 }  // namespace
+
+Entries* metadata_of(Value& dict) {
+  if (dict.kind != ValueKind::kObject) return nullptr;
+  for (Value* state : dict.states()) {
+    if (state->kind != ValueKind::kDict) continue;
+    for (auto& [k, v] : state->entries()) {
+      if (k->is_str() && k->text == "_metadata" && is_dict_like(*v)) return &v->entries();
+    }
+  }
+  return nullptr;
+}
 
 void strip_prefix(ValueGraph& graph, Value& dict, const Path& path, const std::string& prefix, PassReport& report) {
   if (prefix.empty()) return;

@@ -2,11 +2,17 @@
 #pragma once
 
 #include <string>
+#include <utility>
+#include <vector>
 
 #include "ckptfix/passes.h"
 #include "model/checkpoint_impl.h"
 
 namespace ckptfix {
+
+/// The entries of the `_metadata` an OrderedDict state dict carries (the
+/// module versions torch.save keeps), or nullptr when it has none.
+std::vector<std::pair<Value*, Value*>>* metadata_of(Value& dict);
 
 /// Removes `prefix` from every key that starts with it, like torch's
 /// consume_prefix_in_state_dict_if_present: renamed entries move to the end
