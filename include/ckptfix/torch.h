@@ -17,6 +17,8 @@
 
 #include <ATen/ATen.h>
 
+#include "ckptfix/fit.h"
+
 namespace torch::nn {
 class Module;  ///< LibTorch's module (declared here so that this header needs only ATen)
 }
@@ -44,7 +46,20 @@ struct LoadOptions {
   /// pinned for a GPU: the reading (on several threads) of one overlaps the
   /// asynchronous copy of the other to the device.
   size_t staging_bytes = size_t{64} << 20;
+  /// Fit the keys to this module's state dict (model_reference(*like)) by
+  /// the rules of `ckptfix fix --like` (ckptfix/fit.h), in its order, so
+  /// that load_into(*like, ...) with strict takes them; what no rule places
+  /// throws Error(kConflict) with torch's own lines as its details(),
+  /// unless `fit` allows it. Null: the keys as saved. Not with strip_prefix.
+  const ::torch::nn::Module* like = nullptr;
+  /// With `like`: renames, drops, allow_missing, drop_unexpected, drop_mismatched.
+  FitOptions fit;
 };
+
+/// What `module`'s load_state_dict expects: its parameters and buffers, per
+/// submodule in registration order (its own, then its children's), with
+/// their shapes and dtypes; named "module.name()" in messages.
+ModelReference model_reference(const ::torch::nn::Module& module);
 
 /// The (name, tensor) pairs of a state dict, in the file's order. Tensors
 /// keep their saved dtype, shape, strides and storage offset; tensors that

@@ -90,12 +90,12 @@ def run_json(args: Sequence[str], *, failed_inputs_are_errors: bool = True) -> D
     kind = None
     message = _first_error_line(stderr)
     if doc is not None:
-        if doc.get("status") == "failed" and doc.get("error"):  # a one-input document (layout)
-            message, kind = doc["error"], doc.get("error_kind")
-        for entry in doc.get("inputs", []):
-            if entry.get("status") == "failed" and entry.get("error"):
-                message, kind = entry["error"], entry.get("error_kind")
-                break
+        failed = [doc] if doc.get("status") == "failed" and doc.get("error") else []  # a one-input document (layout)
+        failed += [e for e in doc.get("inputs", []) if e.get("status") == "failed" and e.get("error")]
+        if failed:
+            # With the lines that go with it (torch's own, for a state dict that does not fit a model).
+            message = "\n".join([failed[0]["error"]] + list(failed[0].get("error_details") or []))
+            kind = failed[0].get("error_kind")
     if message is None:
         message = stderr.strip() or "ckptfix {} failed (exit status {})".format(
             args[0] if args else "", proc.returncode)

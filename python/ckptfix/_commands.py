@@ -4,6 +4,7 @@ docs/cli.md describes every field)."""
 from __future__ import annotations
 
 import os
+import re
 from typing import Any, Dict, Mapping, Optional, Sequence, Union
 
 from ._binary import check_input, flag_list, run_json
@@ -49,13 +50,18 @@ def inspect(path: Path, *, torch: Optional[str] = None, stats: bool = False) -> 
 def check(paths: Union[Path, Sequence[Path]], *, recursive: bool = False, glob: Sequence[str] = (),
           torch: Optional[Union[str, Sequence[str]]] = None, allow_globals: Sequence[str] = (),
           device: Optional[str] = None, no_prefix: Sequence[str] = (), dtypes: Optional[Sequence[str]] = None,
-          crc: bool = True, finite: bool = False, key: Sequence[str] = ()) -> Report:
+          crc: bool = True, finite: bool = False, key: Sequence[str] = (), like: Optional[Path] = None,
+          like_key: Optional[str] = None) -> Report:
     """`ckptfix check --json`: the CI gate's rules. Returns the report; an
     input with violations, or one that does not open, has status "failed"
     and its `violations` (that is the gate failing, not an error).
     `recursive`: every checkpoint under directories given (a directory
     with none fails); `glob`: the file names it takes (default *.pt, *.pth,
     *.bin, *.ckpt). `crc`: read every record's CRC-32 (the default).
+    `like`: a reference of the model (a checkpoint, a meta-device state
+    dict or a JSON file) whose load_state_dict(strict=True) must accept the
+    state dict as it is; the report's `load_state_dict` says what torch
+    would say.
     Raises CheckpointError when the command itself cannot run (a usage
     error), FileNotFoundError for a path that names nothing."""
     args = ["check", "--json", *_paths(paths, recursive=recursive)]
@@ -73,6 +79,10 @@ def check(paths: Union[Path, Sequence[Path]], *, recursive: bool = False, glob: 
     if finite:
         args.append("--finite")
     args += flag_list("--allow-global", allow_globals) + flag_list("--no-prefix", no_prefix) + flag_list("--key", key)
+    if like is not None:
+        args += ["--like", os.fspath(like)]
+    if like_key:
+        args += ["--like-key", like_key]
     return run_json(args, failed_inputs_are_errors=False)
 
 
@@ -81,7 +91,9 @@ def fix(src: Path, dst: Path, *, strip_prefix: Union[None, bool, str] = None, au
         dtype: Optional[str] = None, cast_from: Sequence[str] = (), keep: Sequence[str] = (),
         key: Sequence[str] = (), weights_only: bool = False, drop_unknown: bool = False,
         allow_globals: Sequence[str] = (), torch: Optional[str] = None, force: bool = False,
-        verify: bool = True) -> Report:
+        verify: bool = True, like: Optional[Path] = None, like_key: Optional[str] = None,
+        rename: Union[Mapping[str, str], Sequence[Sequence[str]]] = (), drop: Sequence[str] = (),
+        allow_missing: bool = False, drop_unexpected: bool = False, drop_mismatched: bool = False) -> Report:
     """`ckptfix fix`: several passes in one read and write (strip, then
     add a prefix, then retag devices, then cast), verified, written
     atomically. `strip_prefix`: True strips "module.", a str that prefix;
@@ -89,8 +101,26 @@ def fix(src: Path, dst: Path, *, strip_prefix: Union[None, bool, str] = None, au
     `dtype`: "bf16", "fp16", "float8_e4m3fn", ...; `keep`: key globs left as
     they are. Raises CheckpointError naming the problem (nothing is written
     then), e.g. when the pickle would call a global ckptfix does not know
-    as data (see `allow_globals` and `weights_only`)."""
+    as data (see `allow_globals` and `weights_only`).
+    `like`: a reference of the model (a checkpoint, a meta-device state
+    dict, or a JSON file) the state dict is fitted to instead of the prefix
+    options (docs/cli.md, "fix --like"); `rename`: {regex: replacement}
+    applied first, in order (Python's re.sub syntax); `drop`: key globs left
+    out; `dtype="like"` casts to the model's types. A state dict that does
+    not fit raises CheckpointError with torch's own lines."""
     args = ["fix", _src(src)]
+    if like is not None:
+        args += ["--like", os.fspath(like)]
+    if like_key:
+        args += ["--like-key", like_key]
+    pairs = rename.items() if isinstance(rename, Mapping) else rename
+    for pattern, replacement in pairs:
+        # '=' ends the pattern on the command line: one in it is escaped, as Python's re reads "\\=" too.
+        escaped = re.sub(r"(\\.)|=", lambda m: m.group(1) or "\\=", pattern)
+        args += ["--rename", escaped + "=" + replacement]
+    args += flag_list("--drop", drop)
+    args += ["--allow-missing"] * allow_missing + ["--drop-unexpected"] * drop_unexpected
+    args += ["--drop-mismatched"] * drop_mismatched
     if strip_prefix is True:
         args.append("--strip-prefix")
     elif strip_prefix:

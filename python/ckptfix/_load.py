@@ -24,7 +24,8 @@ MapLocation = Union[None, str, "torch.device", Mapping[str, Union[str, "torch.de
 
 def load(path: Union[str, "os.PathLike[str]"], *, map_location: MapLocation = "cpu", key: Optional[str] = None,
          strip_prefix: Optional[str] = None, dtype: Optional["torch.dtype"] = None,
-         mmap: bool = False) -> Dict[str, Any]:
+         mmap: bool = False, like: Any = None, allow_missing: bool = False, drop_unexpected: bool = False,
+         drop_mismatched: bool = False) -> Dict[str, Any]:
     """The state dict of a checkpoint, as tensors of this Python's torch.
 
     Reads torch.save files (zip and legacy), safetensors files, Hugging Face
@@ -64,6 +65,18 @@ def load(path: Union[str, "os.PathLike[str]"], *, map_location: MapLocation = "c
     tensors sparse, and a module's extra state (a key ending in
     `_extra_state`) as the plain data it holds, so that
     model.load_state_dict(sd, strict=True) takes it.
+    like: the model the state dict goes into, an nn.Module (its
+        state_dict()'s keys, shapes and dtypes; nothing of it is changed) or
+        a mapping of keys to tensors (meta tensors will do): the keys are
+        fitted to it as `ckptfix fix --like` fits them (docs/cli.md: wrapper
+        segments, one prefix, known renames, num_batches_tracked), in its
+        order, so that model.load_state_dict(ckptfix.load(p, like=model))
+        works. What no rule places raises CheckpointError with torch's own
+        lines ("Missing key(s) in state_dict: ..."), unless allowed:
+    allow_missing: give what fits even where the model has keys the file
+        lacks (then load_state_dict(..., strict=False)).
+    drop_unexpected: leave out the keys the model does not have.
+    drop_mismatched: leave out the keys whose shape is not the model's.
     CPU tensors are writable; writing changes memory, never the file.
     Raises CheckpointError for a file ckptfix cannot read or refuses (its
     `kind` says why: "corrupt", "unsafe", ...), FileNotFoundError (also a
@@ -76,11 +89,45 @@ def load(path: Union[str, "os.PathLike[str]"], *, map_location: MapLocation = "c
     args = ["layout", path]
     if key:
         args += ["--key", key]
+    if like is None and (allow_missing or drop_unexpected or drop_mismatched):
+        raise TypeError("allow_missing, drop_unexpected and drop_mismatched go with like=")
     with tempfile.TemporaryDirectory(prefix="ckptfix-load-") as stage:
+        if like is not None:
+            reference = os.path.join(stage, "like.json")
+            write_reference(like, torch, reference)
+            args += ["--like", reference, "--like-name", type(like).__name__ if isinstance(like, torch.nn.Module)
+                     else "the model"]
+            args += ["--allow-missing"] * allow_missing + ["--drop-unexpected"] * drop_unexpected
+            args += ["--drop-mismatched"] * drop_mismatched
         layout = run_json(args + ["--stage", stage])
         # Mapped before the directory goes: a mapping outlives its file's name.
         return tensors_of(layout, torch, device_rule(map_location, torch), strip_prefix=strip_prefix, dtype=dtype,
                           mmap=mmap)
+
+
+def write_reference(like: Any, torch: Any, path: str) -> None:
+    """What `like` (an nn.Module or a mapping of tensors) expects, as the
+    JSON reference `--like` reads: each key, in order, with its shape and
+    dtype; {} for a module's extra state."""
+    import json
+    if isinstance(like, torch.nn.Module):
+        entries = like.state_dict()
+    elif isinstance(like, Mapping):
+        entries = like
+    else:
+        raise TypeError("like= takes an nn.Module or a mapping of tensors, not {}".format(type(like).__name__))
+    reference = {}
+    for k, v in entries.items():
+        if not isinstance(k, str):
+            raise TypeError("like=: key {!r} is not a str".format(k))
+        if isinstance(v, torch.Tensor):
+            reference[k] = {"shape": list(v.shape), "dtype": str(v.dtype)[len("torch."):]}
+        elif k == "_extra_state" or k.endswith("._extra_state"):
+            reference[k] = {}
+        else:
+            raise TypeError("like=: the value of {!r} is {}, not a tensor".format(k, type(v).__name__))
+    with open(path, "w") as f:
+        json.dump(reference, f)
 
 
 def device_rule(map_location: MapLocation, torch: Any) -> Callable[[str], "torch.device"]:

@@ -15,6 +15,7 @@
 
 #include "ckptfix/checkpoint.h"
 #include "ckptfix/error.h"
+#include "ckptfix/passes.h"
 #include "ckptfix/state_dict.h"
 #include "ckptfix/torch.h"
 #include "libtorch/device_staging.h"
@@ -178,10 +179,23 @@ class Loader {
 
 std::vector<std::pair<std::string, at::Tensor>> load_state_dict(const std::filesystem::path& file,
                                                                  const LoadOptions& options) {
-  const Checkpoint ck = Checkpoint::open(file);
+  Checkpoint ck = Checkpoint::open(file);
   std::string where;
   try {
-    const std::vector<StateDictEntry> entries = select_state_dict(ck, options.key);
+    std::string key = options.key;
+    if (options.like != nullptr) {
+      // The fit makes the state dict, fitted to the module, the root.
+      if (!options.strip_prefix.empty()) {
+        throw Error(ErrorKind::kInvalidArgument, "`like` chooses the prefixes itself: give no strip_prefix with it");
+      }
+      PassOptions passes;
+      if (!key.empty()) passes.keys.push_back(key);
+      passes.like = std::make_shared<const ModelReference>(model_reference(*options.like));
+      passes.fit = options.fit;
+      apply_passes(ck, passes);
+      key.clear();
+    }
+    const std::vector<StateDictEntry> entries = select_state_dict(ck, key);
     Loader loader(ck, options);
     std::vector<std::pair<std::string, at::Tensor>> out;
     std::unordered_set<std::string> seen;

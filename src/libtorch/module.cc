@@ -6,6 +6,7 @@
 #include "ckptfix/error.h"
 #include "ckptfix/torch.h"
 #include "libtorch/libtorch_errors.h"
+#include "libtorch/scalar_types.h"
 
 namespace ckptfix::torch {
 namespace {
@@ -25,14 +26,12 @@ std::string quoted(const std::vector<std::string>& keys) {
   return s;
 }
 
-}  // namespace
 
-void load_into(::torch::nn::Module& module, const std::filesystem::path& file, const LoadOptions& options, bool strict) {
-  const auto pairs = load_state_dict(file, options);
-  // The module's own state-dict order, as Python's state_dict() has it: per
-  // submodule in registration order, its parameters, then its buffers.
-  std::vector<std::string> order;
-  std::map<std::string, at::Tensor> targets;
+// The module's own state-dict order, as Python's state_dict() has it: per
+// submodule in registration order, its parameters, then its buffers; each
+// name once, with its tensor.
+void state_dict_order(const ::torch::nn::Module& module, std::vector<std::string>& order,
+                      std::map<std::string, at::Tensor>& targets) {
   auto add = [&](const std::string& prefix, const ::torch::nn::Module& m) {
     for (const auto& p : m.named_parameters(/*recurse=*/false)) {
       if (targets.emplace(prefix + p.key(), p.value()).second) order.push_back(prefix + p.key());
@@ -43,6 +42,34 @@ void load_into(::torch::nn::Module& module, const std::filesystem::path& file, c
   };
   add("", module);  // the module itself (named_modules can include it only when it is held by a shared_ptr)
   for (const auto& item : module.named_modules("", /*include_self=*/false)) add(item.key() + ".", *item.value());
+}
+
+}  // namespace
+
+ModelReference model_reference(const ::torch::nn::Module& module) {
+  std::vector<std::string> order;
+  std::map<std::string, at::Tensor> targets;
+  state_dict_order(module, order, targets);
+  ModelReference reference;
+  reference.name = module.name();
+  for (const std::string& key : order) {
+    const at::Tensor& t = targets.at(key);
+    ExpectedEntry e;
+    e.key = key;
+    if (t.defined()) {
+      e.shape.assign(t.sizes().begin(), t.sizes().end());
+      e.dtype = from_scalar_type(t.scalar_type()).value_or(DType::kUntyped);
+    }
+    reference.entries.push_back(std::move(e));
+  }
+  return reference;
+}
+
+void load_into(::torch::nn::Module& module, const std::filesystem::path& file, const LoadOptions& options, bool strict) {
+  const auto pairs = load_state_dict(file, options);
+  std::vector<std::string> order;
+  std::map<std::string, at::Tensor> targets;
+  state_dict_order(module, order, targets);
 
   std::vector<std::string> unexpected, missing, mismatched;
   std::map<std::string, bool> found;
