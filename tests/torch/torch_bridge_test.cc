@@ -440,6 +440,68 @@ TEST_F(LoadInto, CopiesByNameAndIsStrictLikePython) {
   }
 }
 
+// LoadOptions::like (issue 51): the keys fitted to the module by fix --like's rules.
+TEST_F(LoadInto, FitsTheKeysToTheModuleItIsGiven) {
+  TinyCNN model;
+  ckptfix::torch::LoadOptions like;
+  like.like = &model;
+  // module.conv.weight -> conv.weight: loads with strict, every value the file's.
+  ckptfix::torch::load_into(model, fixture("dataparallel.pt"), like);
+  const auto saved = ckptfix::torch::load_state_dict(fixture("dataparallel.pt"));
+  const auto params = model.named_parameters();
+  const auto buffers = model.named_buffers();
+  for (const auto& [name, t] : saved) {
+    ASSERT_EQ(name.rfind("module.", 0), 0u) << name;
+    const std::string bare = name.substr(7);
+    const at::Tensor& target = params.contains(bare) ? params[bare] : buffers[bare];
+    EXPECT_TRUE(at::equal(target, t)) << name;
+  }
+  // In the module's order, whatever the file's.
+  const auto fitted = ckptfix::torch::load_state_dict(fixture("dataparallel.pt"), like);
+  const auto expected = ckptfix::torch::model_reference(model);
+  ASSERT_EQ(fitted.size(), expected.entries.size());
+  for (size_t i = 0; i < fitted.size(); ++i) EXPECT_EQ(fitted[i].first, expected.entries[i].key);
+  // A training file with two state dicts that fit alike: refused naming both; a key picks one.
+  try {
+    ckptfix::torch::load_state_dict(fixture("training_dp_cuda.pt"), like);
+    ADD_FAILURE() << "two state dicts that fit alike must be refused";
+  } catch (const Error& e) {
+    const std::string what = e.what();
+    EXPECT_NE(what.find("state_dict"), std::string::npos) << what;
+    EXPECT_NE(what.find("ema"), std::string::npos) << what;
+  }
+  ckptfix::torch::LoadOptions training = like;
+  training.key = "state_dict";
+  ckptfix::torch::load_into(model, fixture("training_dp_cuda.pt"), training);
+  // Another class count: refused in torch's words (the lines as details);
+  // drop_mismatched leaves the head out, for strict=false.
+  TinyCNN other(4);
+  ckptfix::torch::LoadOptions other_like;
+  other_like.like = &other;
+  try {
+    ckptfix::torch::load_into(other, fixture("dataparallel.pt"), other_like);
+    ADD_FAILURE() << "a shape mismatch must be refused";
+  } catch (const Error& e) {
+    bool said = false;
+    for (const std::string& line : e.details()) {
+      said = said || line.find("size mismatch for fc.weight: copying a param with shape torch.Size([3, 8]) from "
+                               "checkpoint, the shape in current model is torch.Size([4, 8]).") != std::string::npos;
+    }
+    EXPECT_TRUE(said) << e.what();
+  }
+  other_like.fit.drop_mismatched = true;
+  const at::Tensor head_before = other.fc->weight.clone();
+  ckptfix::torch::load_into(other, fixture("dataparallel.pt"), other_like, /*strict=*/false);
+  EXPECT_TRUE(at::equal(other.fc->weight, head_before));
+  for (const auto& [name, t] : saved) {
+    if (name == "module.conv.weight") EXPECT_TRUE(at::equal(other.conv->weight, t));
+  }
+  // `like` strips what it must: a strip_prefix beside it is a usage error.
+  ckptfix::torch::LoadOptions both = like;
+  both.strip_prefix = "module.";
+  EXPECT_THROW(ckptfix::torch::load_state_dict(fixture("dataparallel.pt"), both), Error);
+}
+
 TEST(Errors, AreCkptfixErrorsWithContext) {
   try {
     ckptfix::torch::load_state_dict(fixture("training.pt"));
