@@ -98,6 +98,24 @@ def shard_index_seeds():
     yield "no-map.json", json.dumps({"metadata": {}})
 
 
+def fit_seeds():
+    """Inputs of the fit target (fuzz/targets/fit.cc): a JSON reference, NUL,
+    --rename lines, NUL, the state dict's keys as KEY|D0,D1."""
+    model = {"features.0.weight": [4, 3], "features.0.bias": [4], "bn.running_mean": [4], "bn.num_batches_tracked": [],
+             "ln.weight": [4], "ln.bias": [4], "fc.parametrizations.weight.original0": [3, 1],
+             "fc.parametrizations.weight.original1": [3, 4], "layer.norm1.weight": [2], "m._extra_state": None}
+    ref = json.dumps({k: ({} if v is None else {"shape": v, "dtype": "float32"}) for k, v in model.items()})
+
+    def keys(rename):
+        return "\n".join(f"{rename(k)}|{','.join(map(str, v or []))}" for k, v in model.items() if v is not None)
+    yield "wrappers", ref + "\0\0" + keys(lambda k: "_orig_mod.module." + k)
+    yield "prefix", ref + "\0\0" + keys(lambda k: "model.backbone." + k)
+    yield "legacy", ref + "\0\0" + keys(lambda k: k.replace("ln.weight", "ln.gamma").replace("norm1", "norm.1")
+                                          .replace("parametrizations.weight.original0", "weight_g"))
+    yield "renames", ref + "\0" + "^enc\\.(\\d+)\\.=features.\\1.\n(a*)*b=x\0" + keys(lambda k: k.replace("features", "enc"))
+    yield "reference-only", ref
+
+
 def graph_entry(kind, name, content):
     """One entry of a file_graph input (fuzz/targets/targets.h): kind 0 file,
     1 symbolic link, 2 hard link, 3 FIFO, 4 directory."""
@@ -229,6 +247,9 @@ def main():
     for name, text in shard_index_seeds():
         write(out, "shard_index", name, text.encode())
         count["shard_index"] += 1
+    for name, text in fit_seeds():
+        write(out, "fit", name, text.encode())
+        count["fit"] += 1
     for name, data in graph_seeds(fixtures):
         write(out, "file_graph", name, data)
         count["file_graph"] += 1

@@ -35,6 +35,9 @@ void dcp_metadata(const uint8_t* data, size_t size);
 /// the name (sanitised to [A-Za-z0-9._-]), a 32-bit little-endian length and
 /// the content (a file's bytes, or the name a link points to).
 void file_graph(const uint8_t* data, size_t size);
+/// The fit's rules on a JSON model reference, --rename patterns and keys
+/// (fuzz/targets/fit.cc has the input's layout): one-to-one, consistent plans.
+void fit(const uint8_t* data, size_t size);
 /// salvage_checkpoint of the input as a (damaged) file: every storage kept
 /// reads back whole, and the salvaged checkpoint saves and verifies.
 void salvage(const uint8_t* data, size_t size);

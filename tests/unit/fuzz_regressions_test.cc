@@ -34,6 +34,7 @@ const std::map<std::string, Target> kTargets = {
     {"pickle_roundtrip", ckptfix::fuzz::pickle_roundtrip}, {"zip", ckptfix::fuzz::zip},
     {"legacy", ckptfix::fuzz::legacy}, {"safetensors", ckptfix::fuzz::safetensors},
     {"shard_index", ckptfix::fuzz::shard_index},
+    {"fit", ckptfix::fuzz::fit},
     {"dcp_metadata", ckptfix::fuzz::dcp_metadata}, {"file_graph", ckptfix::fuzz::file_graph},
     {"salvage", ckptfix::fuzz::salvage}, {"call_policy", ckptfix::fuzz::call_policy}};
 
