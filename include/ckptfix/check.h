@@ -58,9 +58,10 @@ struct CheckOptions {
 struct CheckViolation {
   std::string where;  ///< "global 'numpy.dtype'", "key 'fc.weight'", "opcode FRAME", a record, or "structure"
   std::string what;   ///< "is outside the weights_only allowlist of torch.load (known data)"
-  /// For the rules a file breaks one key at a time (device, no_prefixes,
-  /// dtypes): the same violation as one of many, so that a report can say
-  /// it once for all of them ("18 keys start with 'module.'"). Violations
+  /// For the rules a file breaks one key or global at a time (device,
+  /// no_prefixes, dtypes, globals torch.load refuses): the same violation as
+  /// one of many, so that a report can say it once for all of them ("18 keys
+  /// start with 'module.'"). Violations
   /// with equal `nouns` and `what_of_many` belong together.
   struct OneOfMany {
     std::string nouns;         ///< "keys", "storages"

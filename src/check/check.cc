@@ -47,15 +47,18 @@ void check_weights_only(const CheckOptions& options, const Checkpoint& ck, const
     const std::string missing =
         refusing(torch, [&](TorchVersion v) { return !weights_only_by_default(v) && !g.exists_in_torch_1_13; });
     if (!missing.empty()) {
-      found.push_back({"global '" + g.dotted() + "'", "does not exist in torch " + missing +
-                                                          ", whose torch.load therefore fails on it"});
+      const std::string why = " in torch " + missing + ", whose torch.load therefore fails on it";
+      found.push_back({"global '" + g.dotted() + "'", "does not exist" + why,
+                       CheckViolation::OneOfMany{"globals", g.dotted(), "do not exist" + why}});
     }
     const std::string runs = refusing(torch, [&](TorchVersion v) {
       return !weights_only_by_default(v) && g.exists_in_torch_1_13 && g.kind == GlobalKind::kUnknown;
     });
     if (!runs.empty()) {
-      found.push_back({"global '" + g.dotted() + "'", "is a global ckptfix does not know: the default torch.load of torch " +
-                                                          runs + " (weights_only=False) imports it and runs its code"});
+      const std::string why = " ckptfix does not know: the default torch.load of torch " + runs +
+                              " (weights_only=False) imports ";
+      found.push_back({"global '" + g.dotted() + "'", "is a global" + why + "it and runs its code",
+                       CheckViolation::OneOfMany{"globals", g.dotted(), "are globals" + why + "them and runs their code"}});
     }
     std::vector<TorchVersion> weights_only_releases;
     for (const TorchVersion& v : torch) {
@@ -63,11 +66,11 @@ void check_weights_only(const CheckOptions& options, const Checkpoint& ck, const
     }
     const std::string releases = refusing(weights_only_releases, [&](TorchVersion v) { return !g.weights_only(v); });
     if (releases.empty()) continue;
-    std::string what = "is outside the weights_only allowlist of torch.load";
+    std::string what = " outside the weights_only allowlist of torch.load";
     if (!options.torch.empty()) what += " in torch " + releases;
     if (g.kind == GlobalKind::kWeightsOnly) what += " (allowed from torch " + g.allowed_since.str() + " on)";
     else what += " (" + std::string(global_kind_description(g.kind)) + ")";
-    found.push_back({"global '" + g.dotted() + "'", what});
+    found.push_back({"global '" + g.dotted() + "'", "is" + what, CheckViolation::OneOfMany{"globals", g.dotted(), "are" + what}});
   }
   for (const std::string& opcode : verdict.opcodes) {
     found.push_back({"opcode " + opcode,

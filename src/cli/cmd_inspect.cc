@@ -256,7 +256,15 @@ void print_human(const Checkpoint& ck, TorchVersion torch, const StatsReport* st
     if (sd.in_optimizer) out << " (inside an optimizer state)";
   }
   out << "\n  globals:";
+  // A file may name any number of globals: the text lists the first ones, the
+  // JSON report every one.
+  constexpr size_t kGlobalsShown = 50;
+  size_t shown = 0;
   for (const GlobalRef& g : ck.globals()) {
+    if (shown++ == kGlobalsShown) {
+      out << "\n    ... and " << ck.globals().size() - kGlobalsShown << " more (--json lists them)";
+      break;
+    }
     out << "\n    " << printable(g.dotted()) << "  (" << global_kind_description(g.kind);
     if (g.kind == GlobalKind::kWeightsOnly && g.allowed_since > TorchVersion{2, 6}) {
       out << " of torch >= " << g.allowed_since.str();

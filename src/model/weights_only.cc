@@ -5,9 +5,13 @@
 namespace ckptfix {
 namespace {
 
+// The first few items, then how many more: a file may name 200,000 globals,
+// and a line for people names a few (the JSON reports list them all).
 std::string joined(const std::vector<std::string>& items) {
+  constexpr size_t kShown = 8;
   std::string out;
-  for (size_t i = 0; i < items.size(); ++i) out += (i ? ", " : "") + items[i];
+  for (size_t i = 0; i < items.size() && i < kShown; ++i) out += (i ? ", " : "") + items[i];
+  if (items.size() > kShown) out += " and " + std::to_string(items.size() - kShown) + " more";
   return out;
 }
 

@@ -245,13 +245,14 @@ class CheckGate(unittest.TestCase):
         bad = support.fixture(fixture)
         found = self.violations(*check_args, bad, expect=1)
         self.assertIn((where, what), found)
-        # --all: a line each; without it, a rule many keys break is one line (issue 50).
+        # --all: a line each; without it, a rule many keys or globals break is one line (issue 50).
         proc = support.run("check", "--all", *check_args, bad, check=1)
         self.assertIn(f"{bad}: {where}: {what}\n", proc.stdout)
         grouped = support.run("check", *check_args, bad, check=1).stdout
-        if sum(1 for w, _ in found if w.startswith("key ")) > 1 and where.startswith("key "):
+        noun = where.split(" ")[0]  # "key", "global"
+        if sum(1 for w, v in found if w.startswith(noun + " ") and v == what) > 1:
             self.assertNotIn(f"{bad}: {where}: {what}\n", grouped)
-            self.assertRegex(grouped, f"{re.escape(bad)}: [0-9]+ keys ")
+            self.assertRegex(grouped, f"{re.escape(bad)}: [0-9]+ {noun}s ")
         else:
             self.assertIn(f"{bad}: {where}: {what}\n", grouped)
         fixed = os.path.join(self.tmp, "fixed.pt")
