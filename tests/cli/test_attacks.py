@@ -58,7 +58,7 @@ OUT = 'out.pt'
 # -- the commands ------------------------------------------------------------
 
 # (label, arguments for input F; OUT is the output where there is one)
-COMMANDS = [
+COMMANDS = cs.unless_sanitized([
     ('inspect', lambda f: ['inspect', f]),
     ('inspect --json', lambda f: ['inspect', '--json', f]),
     ('verify', lambda f: ['verify', '--gpu', 'off', f]),
@@ -73,7 +73,7 @@ COMMANDS = [
     ('fix', lambda f: ['fix', '--auto-prefix', '--to', 'cpu', f, '-o', OUT]),
     ('add-prefix', lambda f: ['add-prefix', '--prefix', 'm.', f, '-o', OUT]),
     ('weights-only', lambda f: ['weights-only', f, '-o', OUT]),
-]
+])
 WRITES = {'convert', 'strip-prefix', 'remap', 'cast', 'fix', 'add-prefix', 'weights-only'}
 
 CALLS_GELU = ("refusing to load: the pickle calls 'torch._C._nn.gelu' while it is loaded; a checkpoint may hold "

@@ -221,7 +221,7 @@ def spellings(gadget):
 # The rewriting commands; IN is the input, DIR its directory (batch mode);
 # test_clean_twins shows every command succeeds on the same files without the
 # gadget call.
-REWRITES = [
+REWRITES = cs.unless_sanitized([
     ('convert', ['convert', 'IN', '-o', 'out.pt']),
     ('strip-prefix', ['strip-prefix', '--auto', 'IN', '-o', 'out.pt']),
     ('add-prefix', ['add-prefix', '--prefix', 'm.', 'IN', '-o', 'out.pt']),
@@ -230,7 +230,7 @@ REWRITES = [
     ('fix', ['fix', '--to', 'cpu', '--auto-prefix', 'IN', '-o', 'out.pt']),
     ('salvage', ['salvage', 'IN', '-o', 'out.pt']),
     ('fix batch', ['fix', '--to', 'cpu', '-r', 'DIR', '--out-dir', 'outdir']),
-]
+])
 READERS = [
     ('check', ['check', 'IN']),
     ('inspect --json', ['inspect', '--json', 'IN']),

@@ -102,12 +102,12 @@ GADGETS = [
     ('builtins', 'getattr'), ('torch', 'load'), ('torch.storage', '_load_from_bytes'), ('numpy', 'load'),
 ]
 
-COMMANDS = [
+COMMANDS = cs.unless_sanitized([
     ['inspect'], ['inspect', '--json'], ['check'], ['check', '--json'], ['verify'], ['convert', '-o', 'out.pt'],
     ['strip-prefix', '-o', 'out.pt'], ['add-prefix', '--prefix', 'm.', '-o', 'out.pt'],
     ['remap', '--to', 'cpu', '-o', 'out.pt'], ['cast', '--dtype', 'bf16', '-o', 'out.pt'],
     ['fix', '--to', 'cpu', '-o', 'out.pt'], ['diff', cs.fixture_path('plain_state_dict.pt')],
-]
+])
 
 
 # -- allowlisted, known data, unknown ---------------------------------------------------------
