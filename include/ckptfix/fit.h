@@ -44,8 +44,9 @@ struct ModelReference {
 /// The reference `path` describes: a checkpoint ckptfix reads, its state
 /// dict at `key` or chosen as select_state_dict chooses (a meta-device
 /// state dict, torch.save(model.to("meta").state_dict()), is the smallest),
-/// or a JSON document (a `.json` file) mapping each key, in the model's
-/// order, to {"shape": [3, 4], "dtype": "float32"} ({} for an extra state).
+/// or a JSON document (a file whose first non-blank byte is `{`) mapping
+/// each key, in the model's order, to {"shape": [3, 4], "dtype": "float32"}
+/// ({} for an extra state).
 /// Throws Error naming the file.
 ModelReference read_model_reference(const std::filesystem::path& path, const std::string& key = {},
                                     const OpenOptions& options = {});
@@ -91,6 +92,9 @@ struct FitReport {
   std::vector<std::string> missing; ///< model keys the output lacks (allowed: allow_missing, drop_mismatched)
   uint64_t kept = 0;                ///< keys already as the model has them
   uint64_t tensors_cast = 0;        ///< with dtype_like
+  /// The file's other top-level entries, not written (the output is the
+  /// fitted state dict alone: a Lightning file's 'epoch', 'optimizer_states').
+  std::vector<std::string> left_out_of_file;
   /// Whether the output differs from the input at all (a key moved, added
   /// or dropped, another order, the state dict made the root, a cast).
   bool changed = false;
@@ -115,8 +119,8 @@ struct LoadVerdict {
 /// when it is one, the only one, or of several the one whose keys match the
 /// model's best; several as good are refused, Error(kConflict), naming them). Follows torch: a BatchNorm's
 /// num_batches_tracked is not missing where the file's _metadata says the
-/// module was saved before version 2 (or says nothing), and a 1-element
-/// tensor fits a 0-dim parameter.
+/// module was saved before version 2 (or says nothing), and a 1-d tensor
+/// of at least one element fits a 0-dim parameter (torch takes its first).
 /// `torch`: the release whose load_state_dict speaks (1.13 and 2.x differ
 /// on which keys are unexpected; default: the newest ckptfix models).
 LoadVerdict load_verdict(const Checkpoint& checkpoint, const ModelReference& model, const std::string& key = {},

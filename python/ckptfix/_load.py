@@ -91,6 +91,9 @@ def load(path: Union[str, "os.PathLike[str]"], *, map_location: MapLocation = "c
         args += ["--key", key]
     if like is None and (allow_missing or drop_unexpected or drop_mismatched):
         raise TypeError("allow_missing, drop_unexpected and drop_mismatched go with like=")
+    if like is not None and strip_prefix:
+        # The fit strips what it must; stripping after it would un-fit the keys.
+        raise TypeError("like= chooses the prefixes itself: give no strip_prefix with it")
     with tempfile.TemporaryDirectory(prefix="ckptfix-load-") as stage:
         if like is not None:
             reference = os.path.join(stage, "like.json")

@@ -2,6 +2,8 @@
 #include "ckptfix/check.h"
 
 #include <algorithm>
+#include <map>
+#include <unordered_map>
 
 #include "ckptfix/error.h"
 #include "ckptfix/passes.h"
@@ -152,26 +154,30 @@ void check_dicts(const CheckOptions& options, const Checkpoint& ck, std::vector<
 void check_load(const CheckOptions& options, const Checkpoint& ck, const std::vector<TorchVersion>& torch,
                 CheckReport& report) {
   const std::string key = options.keys.empty() ? std::string() : options.keys.front();
-  std::vector<LoadVerdict> verdicts;
-  for (const TorchVersion& v : torch) verdicts.push_back(load_verdict(ck, *options.like, key, v));
-  report.load = verdicts.back();  // the newest's
+  // The releases' load_state_dict differ only between 1.x and 2.x: one verdict for each asked.
+  std::map<bool, LoadVerdict> by_major;
+  for (const TorchVersion& v : torch) {
+    const bool torch2 = v >= TorchVersion{2, 0};
+    if (!by_major.count(torch2)) by_major.emplace(torch2, load_verdict(ck, *options.like, key, v));
+  }
+  report.load = by_major.at(torch.back() >= TorchVersion{2, 0});  // the newest's
   const Path& judged = report.load->state_dict;
   const std::string where = (judged.empty() ? std::string() : "key '" + path_to_string(judged) + "', ") +
                             "load_state_dict of '" + options.like->name + "'";
-  std::vector<std::string> lines;  // every line any release says, first said first
-  for (const LoadVerdict& v : verdicts) {
-    for (const std::string& line : v.lines) {
-      if (std::find(lines.begin(), lines.end(), line) == lines.end()) lines.push_back(line);
+  // Every line any release says, first said first, with the releases that say it.
+  std::vector<std::string> lines;
+  std::unordered_map<std::string, std::vector<std::string>> saying;
+  for (const TorchVersion& v : torch) {
+    for (const std::string& line : by_major.at(v >= TorchVersion{2, 0}).lines) {
+      auto [it, added] = saying.try_emplace(line);
+      if (added) lines.push_back(line);
+      if (it->second.empty() || it->second.back() != v.str()) it->second.push_back(v.str());
     }
   }
   for (const std::string& line : lines) {
-    std::vector<std::string> saying;
-    for (size_t i = 0; i < torch.size(); ++i) {
-      const auto& said = verdicts[i].lines;
-      if (std::find(said.begin(), said.end(), line) != said.end()) saying.push_back(torch[i].str());
-    }
+    const std::vector<std::string>& releases = saying.at(line);
     report.violations.push_back(
-        {saying.size() == torch.size() ? where : where + " (torch " + comma_list(saying) + ")", line});
+        {releases.size() == torch.size() ? where : where + " (torch " + comma_list(releases) + ")", line});
   }
 }
 

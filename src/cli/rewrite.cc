@@ -174,6 +174,14 @@ std::vector<std::string> describe(const PassReport& report, const SaveResult* sa
     if (!f.missing.empty()) parts.push_back(std::to_string(f.missing.size()) + " missing (allowed)");
     if (f.tensors_cast > 0) parts.push_back(std::to_string(f.tensors_cast) + " tensors cast to the model's types");
     for (size_t i = 0; i < parts.size(); ++i) line += (i ? ", " : ": ") + parts[i];
+    if (!f.left_out_of_file.empty()) {
+      // The output is the state dict alone: say what of the file it leaves behind.
+      line += "; written alone, without the file's ";
+      for (size_t i = 0; i < f.left_out_of_file.size() && i < 6; ++i) {
+        line += (i ? ", '" : "'") + printable(f.left_out_of_file[i]) + "'";
+      }
+      if (f.left_out_of_file.size() > 6) line += " and " + std::to_string(f.left_out_of_file.size() - 6) + " more";
+    }
     lines.push_back(line);
   }
   if (report.for_libtorch) lines.push_back("state dict written as a plain dict for LibTorch");
@@ -265,7 +273,7 @@ nlohmann::json fit_json(const FitReport& f) {
           {"moved", moves(f.moved)},  {"added", moves(f.added)},
           {"dropped", moves(f.dropped)}, {"missing", f.missing},
           {"kept", f.kept},           {"tensors_cast", f.tensors_cast},
-          {"changed", f.changed}};
+          {"left_out_of_file", f.left_out_of_file}, {"changed", f.changed}};
 }
 
 nlohmann::json changes_json(const PassReport& report, const SaveResult* saved) {

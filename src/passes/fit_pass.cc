@@ -5,6 +5,7 @@
 // says of a state dict as it is.
 #include <algorithm>
 #include <map>
+#include <string_view>
 #include <tuple>
 #include <unordered_map>
 #include <unordered_set>
@@ -132,6 +133,19 @@ std::string module_prefix(const std::string& key) {
   return dot == std::string::npos ? std::string() : key.substr(0, dot + 1);
 }
 
+// How many enclosing modules of a key, or of a `_metadata` entry, `_metadata`
+// is renamed through. Real models nest a few dozen levels at most; the bound
+// keeps a hostile key of 100,000 `module.` segments linear (a deeper module
+// keeps its `_metadata` name).
+constexpr size_t kMaxModuleLevels = 64;
+
+// The start of `prefix`'s parent module ("a.b." -> 2, "a." -> 0, "" stays 0).
+size_t parent_end(std::string_view prefix) {
+  if (prefix.size() < 2) return 0;
+  const size_t dot = prefix.rfind('.', prefix.size() - 2);
+  return dot == std::string_view::npos ? 0 : dot + 1;
+}
+
 // The module paths (as prefixes, "" the root) `from` and its ancestors had,
 // mapped to where they are now: a key's last segments shared by its old and
 // new name are the part that did not move.
@@ -145,13 +159,12 @@ void map_modules(const std::string& from, const std::string& to, bool moved,
   }
   // Every ancestor at or below the renamed part maps; those above it do not move.
   const std::string module = module_prefix(from);
-  for (size_t end = module.size();;) {
-    const std::string ancestor = module.substr(0, end);
-    if (ancestor.size() < strip.size()) break;
-    modules.emplace(ancestor, add + ancestor.substr(strip.size()));
+  size_t end = module.size();
+  for (size_t level = 0; level < kMaxModuleLevels && end >= strip.size(); ++level) {
+    const std::string_view ancestor = std::string_view(module).substr(0, end);
+    modules.emplace(std::string(ancestor), add + std::string(ancestor.substr(strip.size())));
     if (end == 0) break;
-    const size_t dot = ancestor.rfind('.', ancestor.size() - 2);
-    end = dot == std::string::npos ? 0 : dot + 1;
+    end = parent_end(ancestor);
   }
 }
 
@@ -159,13 +172,14 @@ void map_modules(const std::string& from, const std::string& to, bool moved,
 // renames it: each module's entry goes where its keys went (a module no key
 // names, where its nearest ancestor that one names went; where two meet, the later's value takes the
 // earlier's place, as torch's pop-and-assign does).
-Value* renamed_metadata(ValueGraph& graph, Value& old_dict, const FitDict& d, const FitPlan& plan) {
+Value* renamed_metadata(ValueGraph& graph, Value& old_dict, const FitDict& d, const FitPlan& plan,
+                        const std::vector<bool>& written) {
   auto* meta = metadata_of(old_dict);
   if (meta == nullptr) return nullptr;
   std::unordered_map<std::string, std::string> modules;  // "a.b." -> "c.b."
   for (int pass = 0; pass < 2; ++pass) {  // keys that stayed first: a module they name stays
     for (size_t i = 0; i < d.inputs.size(); ++i) {
-      if (plan.names[i].empty() || plan.module_moved[i] != (pass == 1)) continue;
+      if (!written[i] || plan.module_moved[i] != (pass == 1)) continue;
       map_modules(d.inputs[i].key, plan.names[i], plan.module_moved[i], modules);
     }
   }
@@ -176,15 +190,15 @@ Value* renamed_metadata(ValueGraph& graph, Value& old_dict, const FitDict& d, co
     // The module, or its nearest ancestor a key names (a ReLU has no key of its own).
     const std::string prefix = k->text.empty() ? std::string() : k->text + ".";
     std::string name = k->text;
-    for (size_t end = prefix.size();;) {
+    size_t end = prefix.size();
+    for (size_t level = 0; level < kMaxModuleLevels; ++level) {
       const auto it = modules.find(prefix.substr(0, end));
       if (it != modules.end()) {
         name = it->second + prefix.substr(end);
         break;
       }
       if (end == 0) break;
-      const size_t dot = end >= 2 ? prefix.rfind('.', end - 2) : std::string::npos;
-      end = dot == std::string::npos ? 0 : dot + 1;
+      end = parent_end(std::string_view(prefix).substr(0, end));
     }
     if (!name.empty() && name.back() == '.') name.pop_back();
     const auto [at, added] = taken.emplace(name, out->entries().size());
@@ -227,12 +241,12 @@ Value* make_batches_tracked(CheckpointImpl& impl, const Value* running_mean) {
 
 // --dtype like: each floating tensor placed on a key the model has in
 // another floating type is cast to it (storages as the cast pass converts them).
-void cast_like(Checkpoint& checkpoint, const FitDict& d, const FitPlan& plan, const ModelReference& model,
-               const PassOptions& options, PassReport& report) {
+void cast_like(Checkpoint& checkpoint, const FitDict& d, const FitPlan& plan, const std::vector<bool>& written,
+               const ModelReference& model, const PassOptions& options, PassReport& report) {
   CheckpointImpl& impl = impl_of(checkpoint);
   std::map<DType, std::vector<TargetTensor>> by_dtype;
   for (size_t i = 0; i < d.inputs.size(); ++i) {
-    if (plan.names[i].empty() || plan.placed[i] < 0) continue;
+    if (!written[i]) continue;
     const Tensor* t = impl.tensor_of(d.values[i]);
     if (t == nullptr || t->kind != TensorKind::kDense) continue;
     const DType want = model.entries[static_cast<size_t>(plan.placed[i])].dtype;
@@ -272,15 +286,15 @@ void fit_state_dict(Checkpoint& checkpoint, const PassOptions& options, PassRepo
   // Placed in the model's order; what is left out, and why.
   std::vector<bool> written(d.inputs.size(), false);
   std::vector<size_t> order;  // inputs written, in output order
+  std::vector<bool> mismatched(d.inputs.size(), false);
+  for (size_t i : plan.mismatched) mismatched[i] = true;
   for (size_t r = 0; r < model.entries.size(); ++r) {
     const int64_t i = plan.source[r];
     if (i < 0) {
       if (plan.made[r]) out.added.push_back({"", model.entries[r].key, "num_batches_tracked (int64 0, as torch makes it for a BatchNorm saved without it)"});
       continue;
     }
-    const bool mismatched = std::find(plan.mismatched.begin(), plan.mismatched.end(), static_cast<size_t>(i)) !=
-                            plan.mismatched.end();
-    if (mismatched) continue;  // fit.drop_mismatched, else refused above
+    if (mismatched[static_cast<size_t>(i)]) continue;  // fit.drop_mismatched, else refused above
     written[static_cast<size_t>(i)] = true;
     order.push_back(static_cast<size_t>(i));
   }
@@ -314,6 +328,17 @@ void fit_state_dict(Checkpoint& checkpoint, const PassOptions& options, PassRepo
   const bool is_root = impl.root == d.dict;
   out.changed = !out.moved.empty() || !out.added.empty() || !out.dropped.empty() || !same_order || !is_root;
 
+  if (!is_root) {
+    // What the output leaves behind: the root's other entries (the state dict's own, by its first path element).
+    const std::string* first =
+        d.path.empty() ? nullptr : std::get_if<std::string>(&d.path.front());
+    if (impl.root != nullptr) {
+      for (const auto& [k, v] : impl.root->entries()) {
+        if (k == nullptr || !k->is_str() || (first != nullptr && k->text == *first)) continue;
+        out.left_out_of_file.push_back(k->text);
+      }
+    }
+  }
   if (out.changed) {
     ValueGraph& graph = impl.graph;
     Value* root = graph.make(ValueKind::kObject);
@@ -338,14 +363,14 @@ void fit_state_dict(Checkpoint& checkpoint, const PassOptions& options, PassRepo
         root->entries().emplace_back(graph.make_str(key), tensor);
       }
     }
-    if (Value* meta = renamed_metadata(graph, *d.dict, d, plan)) {
+    if (Value* meta = renamed_metadata(graph, *d.dict, d, plan, written)) {
       Value* state = graph.make(ValueKind::kDict);
       state->entries().emplace_back(graph.make_str("_metadata"), meta);
       root->states().push_back(state);
     }
     impl.root = root;
   }
-  if (fit.dtype_like) cast_like(checkpoint, d, plan, model, options, report);
+  if (fit.dtype_like) cast_like(checkpoint, d, plan, written, model, options, report);
   out.changed = out.changed || out.tensors_cast > 0;
 }
 
@@ -418,18 +443,21 @@ struct ModuleTree {
   }
 };
 
-// The `version` _metadata gives the module at `prefix`, or nullopt.
-std::optional<int64_t> metadata_version(const std::vector<std::pair<Value*, Value*>>* meta, const std::string& prefix) {
-  if (meta == nullptr) return std::nullopt;
-  const std::string module = prefix.empty() ? prefix : prefix.substr(0, prefix.size() - 1);
+// The `version` _metadata gives each module ("a.b"), as the dict torch
+// unpickles has it (a key said twice: the later).
+std::unordered_map<std::string, int64_t> metadata_versions(const std::vector<std::pair<Value*, Value*>>* meta) {
+  std::unordered_map<std::string, int64_t> out;
+  if (meta == nullptr) return out;
   for (const auto& [k, v] : *meta) {
-    if (!k->is_str() || k->text != module || !is_dict_like(*v)) continue;
+    if (!k->is_str() || !is_dict_like(*v)) continue;
+    out.erase(k->text);
     for (const auto& [name, version] : v->entries()) {
-      if (name->is_str() && name->text == "version" && version->kind == ValueKind::kInt) return version->integer;
+      if (name->is_str() && name->text == "version" && version->kind == ValueKind::kInt) {
+        out.insert_or_assign(k->text, version->integer);
+      }
     }
-    return std::nullopt;
   }
-  return std::nullopt;
+  return out;
 }
 
 }  // namespace
@@ -439,11 +467,11 @@ LoadVerdict load_verdict(const Checkpoint& checkpoint, const ModelReference& mod
   return error_boundary(checkpoint.file_name(), [&] {
     const CheckpointImpl& impl = impl_of(checkpoint);
     FitOptions none;
-    const FitDict d = choose_dict(impl, key, model, none, false);
+    const FitDict d = choose_dict(impl, key, model, none, true);  // the dict fix --like would fit
     const ModuleTree tree(model);
     std::unordered_map<std::string, size_t> in_file;
     for (size_t i = 0; i < d.inputs.size(); ++i) in_file.emplace(d.inputs[i].key, i);
-    const auto* meta = metadata_of(*d.dict);
+    const std::unordered_map<std::string, int64_t> versions = metadata_versions(metadata_of(*d.dict));
 
     LoadVerdict verdict;
     verdict.state_dict = d.path;
@@ -456,8 +484,8 @@ LoadVerdict load_verdict(const Checkpoint& checkpoint, const ModelReference& mod
         constexpr std::string_view kTracked = "num_batches_tracked";
         const std::string prefix = module_prefix(e.key);
         if (e.key.size() - prefix.size() == kTracked.size() && e.key.compare(prefix.size(), kTracked.size(), kTracked) == 0) {
-          const std::optional<int64_t> version = metadata_version(meta, prefix);
-          if (!version || *version < 2) continue;
+          const auto version = versions.find(prefix.empty() ? prefix : prefix.substr(0, prefix.size() - 1));
+          if (version == versions.end() || version->second < 2) continue;
         }
         missing.push_back(e.key);
         continue;

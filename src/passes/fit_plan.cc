@@ -59,7 +59,10 @@ class Planner {
     plan_.source.assign(m, -1);
     plan_.made.assign(m, false);
     for (size_t i = 0; i < n; ++i) plan_.names[i] = inputs[i].key;
-    for (size_t r = 0; r < m; ++r) index_.emplace(model.entries[r].key, r);  // the first of a repeated key
+    for (size_t r = 0; r < m; ++r) {
+      index_.emplace(model.entries[r].key, r);  // the first of a repeated key
+      longest_model_key_ = std::max(longest_model_key_, model.entries[r].key.size());
+    }
   }
 
   FitPlan run(bool rules) {
@@ -67,7 +70,7 @@ class Planner {
       drop_by_glob();
       rename_by_patterns();
     }
-    place_exact("");
+    place_exact();
     if (rules) {
       remove_wrapper_segments();
       // The known renames that place a key as it stands go first, so that a
@@ -84,6 +87,8 @@ class Planner {
   }
 
  private:
+  size_t longest_model_key_ = 0;
+
   bool alive(size_t i) const { return plan_.dropped_by[i].empty(); }
   bool open(size_t i) const { return alive(i) && plan_.placed[i] < 0; }
 
@@ -101,8 +106,9 @@ class Planner {
     // it to set_extra_state unchecked.
     if (is_extra_state_key(e.key)) return true;
     if (!in.tensor || !e.tensor) return in.tensor == e.tensor;
-    // torch loads a 1-element 1-d tensor into a 0-dim parameter (0.3-era files).
-    return in.shape == e.shape || (e.shape.empty() && in.shape == std::vector<int64_t>{1});
+    // A 1-d tensor into a 0-dim parameter: torch takes its first element
+    // (`input_param[0]`, for 0.3-era files), as load_verdict judges it.
+    return in.shape == e.shape || (e.shape.empty() && in.shape.size() == 1 && in.shape[0] >= 1);
   }
 
   void note_rule(size_t i, const std::string& rule) {
@@ -141,10 +147,10 @@ class Planner {
       note_rule(i, rule);
       if (moves_module) plan_.module_moved[i] = true;
     }
-    place_exact(rule);
+    place_exact();
   }
 
-  void place_exact(const std::string& /*rule*/) {
+  void place_exact() {
     for (size_t i = 0; i < inputs_.size(); ++i) {
       if (!open(i)) continue;
       if (const auto r = model_key(plan_.names[i])) place(i, *r);
@@ -220,9 +226,12 @@ class Planner {
     for (size_t i = 0; i < inputs_.size(); ++i) {
       if (!open(i)) continue;
       std::string out, removed;
+      std::vector<bool> named(removable.size(), false);  // each removed segment named once, in order
       for (std::string_view s : segments(plan_.names[i])) {
-        if (std::find(removable.begin(), removable.end(), s) != removable.end()) {
-          if (removed.find(std::string(s) + ".") == std::string::npos) removed += std::string(s) + ".";
+        const auto w = std::find(removable.begin(), removable.end(), s);
+        if (w != removable.end()) {
+          if (!named[static_cast<size_t>(w - removable.begin())]) removed += std::string(s) + ".";
+          named[static_cast<size_t>(w - removable.begin())] = true;
           continue;
         }
         out += (out.empty() ? "" : ".") + std::string(s);
@@ -339,6 +348,13 @@ class Planner {
       if (!open(i)) continue;
       std::vector<std::pair<std::string, std::string>> candidates;  // (name, rule)
       const std::string& name = plan_.names[i];
+      // Every rename below changes a key's length by a few bytes at most
+      // (weight_g -> parametrizations.weight.original0 the most): a key far
+      // longer than any of the model's can become none of them, and its
+      // candidates (a copy of the key per segment) would cost its length
+      // times its segments.
+      constexpr size_t kLongestRenameShrink = 32;
+      if (name.size() > longest_model_key_ + kLongestRenameShrink) continue;
       const std::vector<std::string_view> segs = segments(name);
       const std::string_view last = segs.back();
       const std::string head = name.substr(0, name.size() - last.size());
@@ -421,6 +437,9 @@ class Planner {
           name.compare(name.size() - kTracked.size(), kTracked.size(), kTracked) != 0) {
         continue;
       }
+      const size_t head = name.size() - kTracked.size();
+      if (head > 0 && name[head - 1] != '.') continue;  // x.my_num_batches_tracked is no BatchNorm's
+      if (model_key(name)) continue;  // the model has it: left for the refusal to name
       plan_.dropped_by[i] = "num_batches_tracked, which the model has not";
     }
   }
@@ -468,7 +487,8 @@ std::pair<std::string, std::string> without_shared_tail(std::string strip, std::
     const size_t a = strip.rfind('.', strip.size() - 2), b = add.rfind('.', add.size() - 2);
     const std::string last_a = strip.substr(a == std::string::npos ? 0 : a + 1);
     const std::string last_b = add.substr(b == std::string::npos ? 0 : b + 1);
-    if (last_a != last_b) break;
+    // (an empty segment, a key starting with '.', ends it: nothing would be dropped)
+    if (last_a != last_b || last_a.size() < 2) break;
     strip.resize(strip.size() - last_a.size());
     add.resize(add.size() - last_b.size());
   }

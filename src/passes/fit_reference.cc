@@ -112,8 +112,8 @@ ModelReference model_reference_from_json(std::string_view json, const std::strin
 ModelReference read_model_reference(const std::filesystem::path& path, const std::string& key,
                                     const OpenOptions& options) {
   const std::shared_ptr<const InputFile> file = InputFile::open(path);
-  // JSON begins with '{' (after space); a torch file with "PK" or a pickle opcode.
-  const FileBytes head = file->head(64);
+  // JSON begins with '{' (after space, within its first 4 KiB); a torch file with "PK" or a pickle opcode.
+  const FileBytes head = file->head(4096);
   const auto* begin = reinterpret_cast<const char*>(head.data());
   const std::string_view start(begin, head.size());
   const size_t first = start.find_first_not_of(" \t\r\n");

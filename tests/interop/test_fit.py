@@ -17,6 +17,7 @@ import collections
 import json
 import os
 import sys
+import time
 import unittest
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
@@ -526,6 +527,29 @@ class FitTest(support.ScratchDirTest):
             with self.subTest("inspect counts a meta state dict's tensors"):
                 doc = json.loads(support.run("inspect", "--json", self.reference(seeded(Net), "meta"), check=0).stdout)
                 self.assertEqual(len(doc["tensors"]), len(model.state_dict()))
+
+    def test_hostile_keys_end_in_bounded_time(self):
+        """Keys that once hung the fit (found in review): a key starting with '.' and a module's
+        _metadata renamed beside a dropped key; a key of 20,000 wrapper segments."""
+        ref = self.path("ref.json")
+        with open(ref, "w") as f:
+            json.dump({"ln.weight": {"shape": [2]}, "fc.weight": {"shape": [3]}}, f)
+        sd = collections.OrderedDict([(".ln.gamma", torch.ones(2)), ("fc.weight", torch.ones(3)),
+                                      ("zz", torch.ones(1))])
+        sd._metadata = collections.OrderedDict([("", {"version": 1}), (".ln", {"version": 1}), (".", {"version": 1})])
+        source = self.save("dots.pt", sd)
+        out = self.path("dots.out.pt")
+        began = time.monotonic()
+        support.run("fix", "--like", ref, source, "-o", out, "--drop-unexpected", "--allow-missing", "-f", check=0)
+        self.assertLess(time.monotonic() - began, 20)
+        deep = collections.OrderedDict([("module." * 20000 + "fc.weight", torch.ones(3)), ("ln.weight", torch.ones(2))])
+        deep._metadata = collections.OrderedDict([("module." * 19999 + "module", {"version": 1})])
+        source = self.save("deep.pt", deep)
+        began = time.monotonic()
+        support.run("fix", "--like", ref, source, "-o", out, "-f", check=0)
+        self.assertLess(time.monotonic() - began, 20)
+        loaded = torch.load(out)
+        self.assertEqual(list(loaded), ["ln.weight", "fc.weight"])
 
     def test_several_state_dicts_that_fit_alike_are_refused(self):
         model = seeded(Net)

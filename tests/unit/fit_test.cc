@@ -121,6 +121,25 @@ TEST(FitPlan, RenamesFirstInOrderAndOneToOne) {
   EXPECT_NE(collide.ambiguous[0].find("one-to-one"), std::string::npos);
 }
 
+// Found in review: two prefixes that shrink to "." never ended the loop
+// that drops their shared tail; a hostile key of many wrapper segments.
+TEST(FitPlan, HostileKeysEndInBoundedTime) {
+  EXPECT_EQ(without_shared_tail(".", "."), (std::pair<std::string, std::string>{".", "."}));
+  EXPECT_EQ(without_shared_tail(".a.", "b.a."), (std::pair<std::string, std::string>{".", "b."}));
+  EXPECT_EQ(without_shared_tail("model.fc.", "fc."), (std::pair<std::string, std::string>{"model.", ""}));
+  const auto m = model({{"ln.weight", {2}}, {"fc.weight", {3}}});
+  const auto dots = plan_fit(inputs({{".ln.gamma", {2}}, {"fc.weight", {3}}}), m, {});
+  EXPECT_EQ(dots.names.size(), 2u);
+  std::string deep;
+  for (int i = 0; i < 100000; ++i) deep += "_fsdp_wrapped_module.module.";
+  const auto began = std::chrono::steady_clock::now();
+  const auto plan = plan_fit(inputs({{(deep + "fc.weight").c_str(), {3}}, {"ln.weight", {2}}}), m, {});
+  EXPECT_LT(std::chrono::steady_clock::now() - began, std::chrono::seconds(5));
+  ASSERT_TRUE(plan.acceptable({}));
+  EXPECT_EQ(plan.names[0], "fc.weight");
+  EXPECT_EQ(plan.rules[0], "wrapper segment '_fsdp_wrapped_module.module.'");
+}
+
 TEST(FitPlan, ManyKeysStayFast) {
   // 100,000 keys behind a wrapper and a prefix: linear work, not a vote per pair.
   ModelReference m;
