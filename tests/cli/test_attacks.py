@@ -237,7 +237,8 @@ FORBIDDEN = [chr(c) for c in range(0x20) if c != 0x0A] + [chr(c) for c in range(
     '\u2066', '\u2067', '\u2068', '\u2069', '\ufeff']
 
 
-class AttackTest(cs.CliTestCase):
+class AttackBase(cs.CliTestCase):
+    """The attack files and what every test of them shares (no tests of its own)."""
     files = None
 
     @classmethod
@@ -338,6 +339,10 @@ class AttackTest(cs.CliTestCase):
                 if label == 'check':
                     self.assertEqual(r.stdout, f'{name}: ok\n', r.describe())
 
+
+class AttackTest(AttackBase):
+    """Every attack but LARGE's, and the checks beyond the common contract."""
+
     # -- checks beyond the common contract -------------------------------------------
 
     def test_check_gates_unknown_globals(self):
@@ -435,11 +440,23 @@ class AttackTest(cs.CliTestCase):
         self.assertEqual(sorted(make_attacks.ATTACKS), sorted(list(REFUSED) + SOUND))
 
 
+# The files whose every command takes seconds (minutes under the sanitizers):
+# a test case of their own, which ctest runs beside the other
+# (tests/CMakeLists.txt: cli_attacks and cli_attacks_large).
+LARGE = {'many_globals.pt', 'none_pop_loop.pt'}
+
+
+class LargeAttackTest(AttackBase):
+    """The attacks of LARGE (their tests are added below)."""
+
+
 def _add_tests():
     for name in REFUSED:
-        setattr(AttackTest, f'test_refused_{name[:-3]}', lambda self, n=name: self.check_refused(n))
+        setattr(LargeAttackTest if name in LARGE else AttackTest, f'test_refused_{name[:-3]}',
+                lambda self, n=name: self.check_refused(n))
     for name in SOUND:
-        setattr(AttackTest, f'test_sound_{name[:-3]}', lambda self, n=name: self.check_sound(n))
+        setattr(LargeAttackTest if name in LARGE else AttackTest, f'test_sound_{name[:-3]}',
+                lambda self, n=name: self.check_sound(n))
 
 
 _add_tests()
