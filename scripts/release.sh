@@ -30,13 +30,22 @@
 # /var/cache/ckptfix/release/bullseye), CKPTFIX_RELEASE_WORK (the build
 # folder; default /var/tmp/ckptfix-release, emptied first),
 # CKPTFIX_CUDA (the CUDA Toolkit; default /usr/local/cuda, none: no GPU
-# stage in the x86_64 binary either). Needs root (or sudo), like apt-get.
+# stage in the x86_64 binary either), CKPTFIX_RELEASE_ARCHES (default
+# "x86_64 aarch64"; CI builds x86_64 alone, scripts/test.sh). Needs root
+# (or sudo), like apt-get.
 set -eu
 REPO="$(cd "$(dirname "$0")/.." && pwd)"
 cd "$REPO"
 OUT="$(mkdir -p "${1:-dist}" && cd "${1:-dist}" && pwd)"
 ROOT="${CKPTFIX_RELEASE_ROOT:-/var/cache/ckptfix/release/bullseye}"
 WORK="${CKPTFIX_RELEASE_WORK:-/var/tmp/ckptfix-release}"
+ARCHES="${CKPTFIX_RELEASE_ARCHES:-x86_64 aarch64}"
+for arch in $ARCHES; do
+  case "$arch" in
+    x86_64|aarch64) ;;
+    *) echo "release: CKPTFIX_RELEASE_ARCHES names '$arch'; it takes x86_64 and aarch64" >&2; exit 2 ;;
+  esac
+done
 CUDA="$(readlink -f "${CKPTFIX_CUDA:-/usr/local/cuda}" 2>/dev/null || true)"
 
 VERSION="$(sed -n 's/^project(ckptfix VERSION \([0-9.]*\) .*/\1/p' CMakeLists.txt)"
@@ -91,9 +100,14 @@ build() {
     cmake --build "$build" --target ckptfix
   ' release "$REPO" "$WORK/build-$arch" "$COMMIT" "$WORK/deps" "$@"
 }
-# shellcheck disable=SC2086
-build x86_64 $cuda_args
-build aarch64 -DCKPTFIX_WITH_CUDA=OFF -DCMAKE_TOOLCHAIN_FILE="$REPO/cmake/aarch64-linux-gnu.cmake"
+for arch in $ARCHES; do
+  if [ "$arch" = x86_64 ]; then
+    # shellcheck disable=SC2086
+    build x86_64 $cuda_args
+  else
+    build aarch64 -DCKPTFIX_WITH_CUDA=OFF -DCMAKE_TOOLCHAIN_FILE="$REPO/cmake/aarch64-linux-gnu.cmake"
+  fi
+done
 
 # The licenses of what is linked in, from the packages they came from.
 licenses="$WORK/licenses"
@@ -135,7 +149,7 @@ archive() {
 }
 
 rm -f "$OUT"/ckptfix-*.tar.gz "$OUT"/ckptfix-*.whl "$OUT/SHA256SUMS"
-for arch in x86_64 aarch64; do
+for arch in $ARCHES; do
   name="ckptfix-$VERSION-linux-$arch"
   stage="$WORK/stage/$name"
   mkdir -p "$stage/bin" "$stage/licenses"

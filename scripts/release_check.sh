@@ -1,9 +1,10 @@
 #!/bin/sh
 # The slow reproducibility check (docs/release.md): builds the release twice
 # from scratch, each time in a fresh build folder, and requires the same
-# SHA256SUMS (every tarball and wheel byte for byte). Run before a release,
-# and before stopping work that touched the build; CI runs the quick form
-# (scripts/release_test.sh on one build).
+# SHA256SUMS (every tarball and wheel byte for byte), then tests it
+# (scripts/release_test.sh: the aarch64 binary under qemu too). Run before a
+# release, and before stopping work that touched the build; CI runs the quick
+# form (one build of x86_64 alone, tested).
 #
 #   scripts/release_check.sh [DIR]     (default: dist-check/; DIR/1 and DIR/2)
 set -eu
@@ -23,3 +24,4 @@ else
   diff "$DIR/1/SHA256SUMS" "$DIR/2/SHA256SUMS" >&2 || true
   exit 1
 fi
+./scripts/release_test.sh "$DIR/1"
