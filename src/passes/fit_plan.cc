@@ -169,7 +169,10 @@ class Planner {
   }
 
   void rename_by_patterns() {
-    for (const auto& [pattern, replacement] : options_.renames) {
+    for (const auto& rename : options_.renames) {
+      // (named, not structured bindings: clang before 16 cannot capture those in a lambda)
+      const std::string& pattern = rename.first;
+      const std::string& replacement = rename.second;
       KeyRegex re = [&] {
         try {
           return KeyRegex::compile(pattern);
