@@ -120,41 +120,20 @@ class Parser {
   void members(const std::function<void(std::string, JsonValue)>& on_member) {
     skip_space();
     if (peek() != '{') fail(std::string("expected an object, not ") + (at_ < text_.size() ? "this" : "the end of text"));
-    ++at_;
-    skip_space();
     std::unordered_set<std::string> seen;
-    if (peek() == '}') {
-      ++at_;
-    } else {
-      while (true) {
-        skip_space();
-        if (peek() != '"') fail("expected a string key");
-        const size_t key_at = at_;
-        std::string key = string();
-        if (!seen.insert(key).second) {
-          at_ = key_at;
-          fail("key '" + printable(key) + "' appears twice in one object");
-        }
-        skip_space();
-        expect(':');
-        on_member(std::move(key), value(1));
-        skip_space();
-        if (peek() == ',') {
-          ++at_;
-          continue;
-        }
-        expect('}');
-        break;
-      }
-    }
+    each_member(
+        0, [&](const std::string& key) { return !seen.insert(key).second; },
+        [&](std::string key, JsonValue value) { on_member(std::move(key), std::move(value)); });
     skip_space();
     if (at_ != text_.size()) fail("unexpected text after the value");
   }
 
  private:
-  void object(JsonValue& v, size_t depth) {
-    std::unordered_set<std::string> seen;
-    v.kind = JsonValue::Kind::kObject;
+  // The members of the object at `at_` ('{'), each key checked by
+  // `repeated` before its value is parsed, then handed to `take`: the one
+  // loop of object() and members().
+  template <class Repeated, class Take>
+  void each_member(size_t depth, Repeated repeated, Take take) {
     ++at_;
     skip_space();
     if (peek() == '}') {
@@ -166,19 +145,14 @@ class Parser {
       if (peek() != '"') fail("expected a string key");
       const size_t key_at = at_;
       std::string key = string();
-      // A set once the object is large: a linear find per member would make
-      // a 100,000-tensor safetensors header quadratic.
-      const bool repeated = seen.empty() && v.members.size() < kLinearFindMembers
-                                ? v.find(key) != nullptr
-                                : !note_key(seen, v.members, key);
-      if (repeated) {
+      if (repeated(key)) {
         at_ = key_at;
         fail("key '" + printable(key) + "' appears twice in one object");
       }
       skip_space();
       expect(':');
       JsonValue member = value(depth + 1);
-      v.members.push_back({std::move(key), std::move(member)});
+      take(std::move(key), std::move(member));
       skip_space();
       if (peek() == ',') {
         ++at_;
@@ -187,6 +161,20 @@ class Parser {
       expect('}');
       return;
     }
+  }
+
+  void object(JsonValue& v, size_t depth) {
+    std::unordered_set<std::string> seen;
+    v.kind = JsonValue::Kind::kObject;
+    // A set once the object is large: a linear find per member would make
+    // a 100,000-tensor safetensors header quadratic.
+    each_member(
+        depth,
+        [&](const std::string& key) {
+          return seen.empty() && v.members.size() < kLinearFindMembers ? v.find(key) != nullptr
+                                                                        : !note_key(seen, v.members, key);
+        },
+        [&](std::string key, JsonValue member) { v.members.push_back({std::move(key), std::move(member)}); });
   }
 
   void array(JsonValue& v, size_t depth) {
