@@ -83,6 +83,10 @@ struct SaveResult {
 struct UnknownCalls {
   std::vector<GlobalRef> refused;  ///< matched by no pattern: save() refuses to write
   std::vector<GlobalRef> trusted;  ///< matched by a pattern of `allow_globals`
+  /// Every GlobalKind::kUnknown global the file would name, called or only
+  /// held (a project's own class: its code runs on a full load), in the
+  /// order the pickle first reaches them.
+  std::vector<GlobalRef> unknown;
 };
 
 /// Judges the calls a file written from `checkpoint` (as it is now, after
@@ -95,6 +99,9 @@ UnknownCalls unknown_calls(const Checkpoint& checkpoint, const std::vector<std::
 /// and how it is called, and the ways out (the weights-only repair, or
 /// `allow_globals`). For callers that decide before save() whether to write.
 void refuse_unknown_calls(const Checkpoint& checkpoint, const std::vector<std::string>& allow_globals);
+/// The same, from calls unknown_calls gave for `checkpoint` as it is (one
+/// walk of its graph for both).
+void refuse_calls(const Checkpoint& checkpoint, const UnknownCalls& calls);
 
 /// Writes `checkpoint` (with any edits the passes made) to `path` atomically:
 /// a temporary file beside it, verified (unless options.verify is false),

@@ -320,16 +320,6 @@ nlohmann::json changes_json(const PassReport& report, const SaveResult* saved) {
           {"flushed_to_zero", flushed}};
 }
 
-// Globals the output will still name that are neither on torch's allowlist
-// nor known data: a project's own classes, whose code runs on a full load.
-std::vector<GlobalRef> unknown_globals(const Checkpoint& checkpoint) {
-  std::vector<GlobalRef> out;
-  for (GlobalRef& g : checkpoint.reachable_globals()) {
-    if (g.kind == GlobalKind::kUnknown) out.push_back(std::move(g));
-  }
-  return out;
-}
-
 std::string unknown_globals_warning(const std::vector<std::string>& names) {
   std::string list;
   for (size_t i = 0; i < names.size(); ++i) list += (i ? ", " : "") + names[i];
@@ -534,14 +524,15 @@ int run_rewrite(const std::string& command, const RewriteArgs& args, const PassO
       nlohmann::json trusted = nlohmann::json::array();
       if (!safetensors) {  // a safetensors file holds no pickle, so it calls and keeps no global
         // Refused before anything is said or written: one line.
-        refuse_unknown_calls(checkpoint, args.allow_globals);
+        const UnknownCalls calls = unknown_calls(checkpoint, args.allow_globals);
+        refuse_calls(checkpoint, calls);
         std::vector<std::string> kept;  // called ones are said apart: they are trusted
-        for (const GlobalRef& g : unknown_globals(checkpoint)) {
+        for (const GlobalRef& g : calls.unknown) {
           unknown.push_back(g.dotted());
           if (g.use != GlobalUse::kCalled) kept.push_back(g.dotted());
         }
         if (!kept.empty()) warnings.push_back(unknown_globals_warning(kept));
-        for (const GlobalRef& g : unknown_calls(checkpoint, args.allow_globals).trusted) {
+        for (const GlobalRef& g : calls.trusted) {
           warnings.push_back(trusted_call_warning(g));
           trusted.push_back(global_use_json(g));
         }

@@ -35,6 +35,7 @@ UnknownCalls unknown_calls(const Checkpoint& checkpoint, const std::vector<std::
   for (GlobalRef& g : checkpoint.reachable_globals()) {
     // A function held as a value that is called never opens (the unpickler
     // refuses it); one a pass moved into a call would be refused here.
+    if (g.kind == GlobalKind::kUnknown) out.unknown.push_back(g);
     const bool not_data = g.kind == GlobalKind::kUnknown || g.kind == GlobalKind::kFunction;
     if (!not_data || g.use != GlobalUse::kCalled) continue;
     (matches_any(allow_globals, g.dotted()) ? out.trusted : out.refused).push_back(std::move(g));
@@ -43,7 +44,11 @@ UnknownCalls unknown_calls(const Checkpoint& checkpoint, const std::vector<std::
 }
 
 void refuse_unknown_calls(const Checkpoint& checkpoint, const std::vector<std::string>& allow_globals) {
-  const std::vector<GlobalRef> refused = unknown_calls(checkpoint, allow_globals).refused;
+  refuse_calls(checkpoint, unknown_calls(checkpoint, allow_globals));
+}
+
+void refuse_calls(const Checkpoint& checkpoint, const UnknownCalls& calls) {
+  const std::vector<GlobalRef>& refused = calls.refused;
   if (refused.empty()) return;
   const bool one = refused.size() == 1;
   std::string message = "refusing to write a pickle that calls ";

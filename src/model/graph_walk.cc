@@ -3,12 +3,12 @@
 #include <algorithm>
 #include <cstdio>
 #include <cstring>
-#include <unordered_set>
 
 #include "ckptfix/error.h"
 #include "error_boundary.h"
 #include "model/checkpoint_impl.h"
 #include "model/state_dict_values.h"
+#include "pickle/pointer_set.h"
 
 namespace ckptfix {
 namespace {
@@ -149,7 +149,7 @@ class Walker {
       throw Error(ErrorKind::kLimit, "the object graph is nested more than " + std::to_string(limits_.max_depth) +
                                          " levels deep (limit max_depth = " + std::to_string(limits_.max_depth) + ")");
     }
-    if (!on_path_.insert(v).second) {  // a cycle
+    if (!on_path_.insert(v)) {  // a cycle
       if (element) pop_element();
       return;
     }
@@ -173,7 +173,7 @@ class Walker {
   uint64_t path_bytes_ = 0;
   uint64_t steps_ = 0;
   std::vector<Frame> frames_;
-  std::unordered_set<const Value*> on_path_;
+  PointerSet<Value> on_path_;
 };
 
 }  // namespace

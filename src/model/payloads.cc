@@ -8,6 +8,7 @@
 
 #include "ckptfix/error.h"
 #include "model/graph_walk.h"
+#include "pickle/pointer_set.h"
 
 namespace ckptfix {
 
@@ -46,10 +47,10 @@ void read_in_left_payloads(const Checkpoint& checkpoint) {
 }
 
 void read_in_payloads(CheckpointImpl& checkpoint, const std::unordered_set<const Value*>& keep) {
-  std::unordered_set<const Value*> seen;
+  PointerSet<Value> seen;
   std::vector<Value*> stack;
   auto push = [&](Value* v) {
-    if (v != nullptr && seen.insert(v).second) stack.push_back(v);
+    if (v != nullptr && seen.insert(v)) stack.push_back(v);
   };
   push(checkpoint.root);
   while (!stack.empty()) {

@@ -57,20 +57,31 @@ const char* creation_opcode(ObjectCreation how) {
 
 }  // namespace
 
+// Into a buffer kept between calls: a state dict asks once per tensor, and a
+// fresh string each time was a third of the analysis.
+const std::string& CallAnalysis::key_of(const Value& global) {
+  key_.clear();
+  key_ += std::to_string(global.text.size());
+  key_ += ':';
+  key_ += global.text;
+  key_ += global.name();
+  return key_;
+}
+
 GlobalKind CallAnalysis::kind_of(const Value& global) {
-  std::string key = std::to_string(global.text.size()) + ":" + global.text + global.name();
+  const std::string& key = key_of(global);
   const auto it = kinds_.find(key);
   if (it != kinds_.end()) return it->second;
   const GlobalKind kind = classify_global(global.text, global.name()).kind;
-  kinds_.emplace(std::move(key), kind);
+  kinds_.emplace(key, kind);
   return kind;
 }
 
 void CallAnalysis::use(const Value& global, GlobalUse use, uint64_t offset, std::string_view how) {
-  std::string key = std::to_string(global.text.size()) + ":" + global.text + global.name();
+  const std::string& key = key_of(global);
   const auto it = index_.find(key);
   if (it == index_.end()) {
-    index_.emplace(std::move(key), usages_.size());
+    index_.emplace(key, usages_.size());
     usages_.push_back({global.text, global.name(), use, offset, std::string(how)});
   } else {
     GlobalUsage& u = usages_[it->second];
@@ -90,7 +101,7 @@ void CallAnalysis::mark_called(const Value* v, uint64_t offset, std::string_view
   while (!pending_.empty()) {
     const Value* c = pending_.back();
     pending_.pop_back();
-    if (c == nullptr || !called_.insert(c).second) continue;
+    if (c == nullptr || !called_.insert(c)) continue;
     if (c->kind == ValueKind::kGlobal) {
       use(*c, GlobalUse::kCalled, offset, how);
       continue;
@@ -244,10 +255,10 @@ void CallAnalysis::added(const Value& target, std::span<Value* const> values, Ad
 
 std::vector<GlobalUsage> reachable_global_usages(const Value* root) {
   CallAnalysis analysis;
-  std::unordered_set<const Value*> seen;
+  PointerSet<Value> seen;
   std::vector<const Value*> stack;
   auto push = [&](const Value* v) {
-    if (v != nullptr && seen.insert(v).second) stack.push_back(v);
+    if (v != nullptr && seen.insert(v)) stack.push_back(v);
   };
   push(root);
   std::vector<Value*> entries;

@@ -46,10 +46,10 @@
 #include <span>
 #include <string>
 #include <unordered_map>
-#include <unordered_set>
 #include <vector>
 
 #include "ckptfix/globals.h"
+#include "pickle/pointer_set.h"
 #include "pickle/value.h"
 
 namespace ckptfix {
@@ -106,6 +106,8 @@ class CallAnalysis {
   std::vector<GlobalUsage> usages() const { return usages_; }
 
  private:
+  /// The name's key in kinds_ and index_, in key_.
+  const std::string& key_of(const Value& global);
   GlobalKind kind_of(const Value& global);
   /// The use `use` of `global` at `offset`, kept when stronger than what was seen.
   void use(const Value& global, GlobalUse use, uint64_t offset, std::string_view how);
@@ -119,11 +121,12 @@ class CallAnalysis {
   const Value* instantiated_class(const Value& object);
 
   OnCalled on_called_;
-  std::unordered_set<const Value*> called_;
+  PointerSet<Value> called_;
   std::vector<const Value*> pending_;
   std::unordered_map<std::string, GlobalKind> kinds_;  // classify_global of each name judged
   std::unordered_map<std::string, size_t> index_;      // usages_ position of each name
   std::vector<GlobalUsage> usages_;
+  std::string key_;  // key_of's buffer
 };
 
 /// The uses of the globals reachable from `root` (a finished graph, as a

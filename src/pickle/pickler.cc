@@ -1,13 +1,12 @@
 #include "pickle/pickler.h"
 
 #include <cstring>
-#include <unordered_map>
-#include <unordered_set>
 
 #include "ckptfix/error.h"
 #include "io/bytes.h"
 #include "pickle/global_names.h"
 #include "pickle/opcodes.h"
+#include "pickle/pointer_set.h"
 #include "pickle/text_codecs.h"
 
 namespace ckptfix {
@@ -113,14 +112,14 @@ class Writer {
   }
 
   bool get_if_memoized(const Value* v) {
-    auto it = memo_.find(v);
-    if (it == memo_.end()) return false;
-    if (it->second < 256) {
+    const uint64_t* index = memo_.find(v);
+    if (index == nullptr) return false;
+    if (*index < 256) {
       opcode(op::kBinGet);
-      out_ += static_cast<char>(it->second);
+      out_ += static_cast<char>(*index);
     } else {
       opcode(op::kLongBinGet);
-      append_le<uint32_t>(out_, static_cast<uint32_t>(it->second));
+      append_le<uint32_t>(out_, static_cast<uint32_t>(*index));
     }
     return true;
   }
@@ -316,7 +315,7 @@ class Writer {
       opcode(op::kEmptyTuple);  // CPython never memoizes the empty tuple
       return;
     }
-    if (!in_progress_.insert(v).second) refuse("a tuple contains itself, which protocol 2 cannot express");
+    if (!in_progress_.insert(v)) refuse("a tuple contains itself, which protocol 2 cannot express");
     if (items.size() > 3) opcode(op::kMark);
     push(Task::Op::kFinishTuple, v);
     for (size_t k = items.size(); k-- > 0;) push(Task::Op::kSave, items[k]);
@@ -336,7 +335,7 @@ class Writer {
   }
 
   void save_object(Value* v) {
-    if (!in_progress_.insert(v).second) refuse("an object is an argument of its own constructor");
+    if (!in_progress_.insert(v)) refuse("an object is an argument of its own constructor");
     push(Task::Op::kFinishObject, v);
     switch (v->creation()) {
       case ObjectCreation::kReduce:
@@ -369,8 +368,8 @@ class Writer {
   std::string out_;
   std::vector<Task> tasks_;
   size_t nesting_ = 0;  // save_all calls under way: the root, and persistent ids' values within it
-  std::unordered_map<const Value*, uint64_t> memo_;
-  std::unordered_set<const Value*> in_progress_;
+  PointerMap<Value, uint64_t> memo_;
+  PointerSet<Value> in_progress_;
 };
 
 }  // namespace

@@ -151,25 +151,49 @@ class Machine {
   }
 
   // Memo
+  // Picklers number memo entries 0, 1, 2, ...: those live in a vector. An
+  // index out of that sequence (a hostile LONG_BINPUT 4000000000) goes to a
+  // map, so memory follows the entries, not the indices.
   void memo_put(uint64_t index) {
     Value* v = top();
     hold(v);
-    auto [it, inserted] = memo_.try_emplace(index, v);
-    if (!inserted) {
-      Value* old = it->second;
-      it->second = v;
-      release(old);
+    Value** slot = nullptr;
+    if (index < memo_dense_.size()) {
+      slot = &memo_dense_[index];
+    } else if (index == memo_dense_.size() && !memo_sparse_.count(index)) {
+      memo_dense_.push_back(nullptr);
+      slot = &memo_dense_.back();
+    } else {
+      slot = &memo_sparse_[index];
     }
+    if (*slot == nullptr) ++memo_entries_;
+    Value* old = *slot;
+    *slot = v;
+    if (old != nullptr) release(old);
   }
   Value* memo_get(uint64_t index) {
-    auto it = memo_.find(index);
-    if (it == memo_.end()) fail("pickle refers to memo entry " + std::to_string(index) + ", which was never stored");
-    return it->second;
+    Value* v = nullptr;
+    if (index < memo_dense_.size()) {
+      v = memo_dense_[index];
+    } else if (auto it = memo_sparse_.find(index); it != memo_sparse_.end()) {
+      v = it->second;
+    }
+    if (v == nullptr) fail("pickle refers to memo entry " + std::to_string(index) + ", which was never stored");
+    return v;
+  }
+  void memo_clear() {
+    for (Value* v : memo_dense_) {
+      if (v != nullptr) release(v);
+    }
+    for (auto& [index, v] : memo_sparse_) release(v);
+    memo_dense_.clear();
+    memo_sparse_.clear();
+    memo_entries_ = 0;
   }
 
   // What the pickle holds at once, against options_.max_values.
   void check_size() const {
-    const uint64_t held = graph_.size() + stack_.size() + marks_.size() + memo_.size();
+    const uint64_t held = graph_.size() + stack_.size() + marks_.size() + memo_entries_;
     if (options_.max_values != 0 && held > options_.max_values) {
       fail("the pickle holds more than " + std::to_string(options_.max_values) +
                " values, stack entries, marks and memo entries at once (limit max_pickle_values = " +
@@ -276,7 +300,9 @@ class Machine {
   uint64_t op_pos_ = 0;
   std::vector<Value*> stack_;
   std::vector<size_t> marks_;
-  std::unordered_map<uint64_t, Value*> memo_;
+  std::vector<Value*> memo_dense_;
+  std::unordered_map<uint64_t, Value*> memo_sparse_;
+  size_t memo_entries_ = 0;
   std::vector<Value*> release_pending_;
   // What loading would call; a function held as a value must never be.
   CallAnalysis calls_{[](const Value& global, GlobalKind kind, uint64_t) {
@@ -332,8 +358,7 @@ UnpickleResult Machine::loop() {
           release(stack_.back());
           stack_.pop_back();
         }
-        for (auto& [index, v] : memo_) release(v);
-        memo_.clear();
+        memo_clear();
         return {root, pos_, protocol_, opcodes_, pos_ - left_in_file_, calls_.usages()};
       }
 
@@ -362,7 +387,7 @@ UnpickleResult Machine::loop() {
       }
       case op::kBinPut: memo_put(u8()); break;
       case op::kLongBinPut: memo_put(le<uint32_t>()); break;
-      case op::kMemoize: memo_put(memo_.size()); break;
+      case op::kMemoize: memo_put(memo_entries_); break;
       case op::kGet: {
         std::string t(line());
         char* end = nullptr;
