@@ -1,6 +1,7 @@
 // ckptfix: the command line. It parses flags into option structs, calls the
 // library, prints, and maps errors to exit codes; nothing more.
 #include <algorithm>
+#include <filesystem>
 #include <iostream>
 
 #include <CLI/CLI.hpp>
@@ -40,6 +41,44 @@ std::string unknown_option_message(const CLI::App& cmd, const std::string& comma
   return "";
 }
 
+// `--strip-prefix` of fix and diff is a flag whose value is optional
+// (alone: 'module.'), so CLI11 takes only `--strip-prefix=model.` as a value
+// and `--strip-prefix model.` as a flag and an input file. The space is what
+// people write: a next word that ends in '.' and names no file is the
+// prefix, joined to its flag before CLI11 parses. One that names no file and
+// has no '.' at all (`model_`, `backbone`) is no file name either: a usage
+// error says how to write it (CLI::ValidationError).
+std::vector<std::string> with_prefix_values_joined(int argc, char** argv) {
+  std::vector<std::string> args(argv, argv + argc);
+  const bool has_optional_prefix = argc > 1 && (args[1] == "fix" || args[1] == "diff");
+  if (!has_optional_prefix) return args;
+  std::vector<std::string> out;
+  for (size_t i = 0; i < args.size(); ++i) {
+    if (args[i] == "--") {
+      out.insert(out.end(), args.begin() + static_cast<std::ptrdiff_t>(i), args.end());
+      break;
+    }
+    const bool joinable = args[i] == "--strip-prefix" && i + 1 < args.size() && !args[i + 1].empty() &&
+                          args[i + 1][0] != '-' && args[i + 1].back() == '.' &&
+                          !std::filesystem::exists(std::filesystem::path(args[i + 1]));
+    const bool prefix_like = args[i] == "--strip-prefix" && i + 1 < args.size() && !args[i + 1].empty() &&
+                             args[i + 1][0] != '-' && args[i + 1].find('.') == std::string::npos &&
+                             args[i + 1].find('/') == std::string::npos &&
+                             !std::filesystem::exists(std::filesystem::path(args[i + 1]));
+    if (joinable) {
+      out.push_back("--strip-prefix=" + args[i + 1]);
+      ++i;
+    } else if (prefix_like) {
+      throw CLI::ValidationError("'" + args[i + 1] + "' after --strip-prefix names no file; to strip the prefix '" +
+                                 args[i + 1] + "', write --strip-prefix=" + args[i + 1] +
+                                 " (alone, --strip-prefix strips 'module.')");
+    } else {
+      out.push_back(args[i]);
+    }
+  }
+  return out;
+}
+
 }  // namespace
 
 int main(int argc, char** argv) {
@@ -64,6 +103,8 @@ int main(int argc, char** argv) {
   commands.emplace_back("salvage", register_salvage(app));
   commands.emplace_back("layout", register_layout(app));
 
+  for (const auto& c : commands) set_command_flags(c.first, option_names(*app.get_subcommand(c.first)));
+
   // CLI11 would call an unknown command an unexpected argument; say it
   // plainly, with the command that was most likely meant.
   if (argc > 1 && argv[1][0] != '-') {
@@ -78,6 +119,19 @@ int main(int argc, char** argv) {
     }
     set_current_command(name);
   }
+  std::vector<std::string> joined;
+  try {
+    joined = with_prefix_values_joined(argc, argv);
+  } catch (const CLI::ValidationError& e) {
+    std::cerr << "ckptfix: error: " << ckptfix::printable(e.what()) << "\nrun 'ckptfix " << ckptfix::printable(argv[1])
+              << " --help' for usage" << std::endl;
+    return kExitUsage;
+  }
+  std::vector<char*> joined_argv;
+  for (std::string& a : joined) joined_argv.push_back(a.data());
+  argc = static_cast<int>(joined_argv.size());
+  joined_argv.push_back(nullptr);
+  argv = joined_argv.data();
   try {
     app.parse(argc, argv);
   } catch (const CLI::CallForHelp& e) {

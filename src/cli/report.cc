@@ -4,6 +4,8 @@
 
 #include <algorithm>
 #include <atomic>
+#include <map>
+#include <set>
 #include <cstdio>
 #include <cstdlib>
 #include <exception>
@@ -82,6 +84,24 @@ constexpr CommandFlag kCommandFlags[] = {
 };
 
 std::string g_command;  // set once, before any thread starts
+// Every command's option names (--long), set once before any thread starts:
+// a hint names a flag only where the command has it.
+std::map<std::string, std::set<std::string>> g_flags_of_command;
+
+// `flag` ("--extract", "--map FROM=TO") as the current command can take
+// it, or, when it has no such option, with the commands that have it
+// ("--extract of ckptfix convert"); as is when the commands are not known.
+std::string flag_for_command(std::string_view flag) {
+  const std::string name(flag.substr(0, flag.find(' ')));
+  const auto own = g_flags_of_command.find(g_command);
+  if (own == g_flags_of_command.end() || own->second.count(name) != 0) return std::string(flag);
+  std::string others;
+  for (const auto& [command, flags] : g_flags_of_command) {
+    if (flags.count(name) != 0) others += (others.empty() ? "" : " or ") + command;
+  }
+  if (others.empty()) return std::string(flag);
+  return std::string(flag) + " of ckptfix " + others + " (" + g_command + " has no " + name + ")";
+}
 
 // Phrases of the library that the command line says its own way.
 constexpr std::pair<std::string_view, std::string_view> kPhraseOfOption[] = {
@@ -104,8 +124,9 @@ std::string with_flags(std::string text) {
   }
   for (const auto& [option, flag] : kFlagOfOption) {
     const std::string quoted = "`" + std::string(option) + "`";
-    for (size_t at = text.find(quoted); at != std::string::npos; at = text.find(quoted, at + flag.size())) {
-      text.replace(at, quoted.size(), flag);
+    const std::string said = flag_for_command(flag);
+    for (size_t at = text.find(quoted); at != std::string::npos; at = text.find(quoted, at + said.size())) {
+      text.replace(at, quoted.size(), said);
     }
   }
   return text;
@@ -114,6 +135,10 @@ std::string with_flags(std::string text) {
 }  // namespace
 
 void set_current_command(const std::string& name) { g_command = name; }
+
+void set_command_flags(const std::string& command, const std::vector<std::string>& flags) {
+  g_flags_of_command[command].insert(flags.begin(), flags.end());
+}
 
 std::string cli_message(const Error& e) {
   std::string text = with_flags(e.what());

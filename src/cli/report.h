@@ -90,6 +90,9 @@ void set_current_input(const std::string& path);
 /// library's options by this command's flags (`strip_prefixes` is --prefix
 /// of strip-prefix, --strip-prefix of fix).
 void set_current_command(const std::string& name);
+/// The --long option names `command` has, so that a message about a
+/// command names only flags it takes, and says which command has the others.
+void set_command_flags(const std::string& command, const std::vector<std::string>& flags);
 
 /// A line of an error's details (Error::details), its option names said as
 /// the error's own are (cli_message).

@@ -100,6 +100,14 @@ void validate_outputs(const RewriteArgs& args, const std::vector<Input>& inputs)
   if (!args.output.empty() && (!named.has_filename() || named.filename() == "." || named.filename() == "..")) {
     throw usage("-o '" + args.output + "' names a directory; -o takes a file name (--out-dir DIR writes into a directory)");
   }
+  // A shard set's index is written beside its shards, never as the file
+  // named: a zip (or one safetensors file) under that name would be read as
+  // an index by transformers and by ckptfix, whatever --format says.
+  const std::string file_name = named.filename().string();
+  if (!args.output.empty() && file_name.size() > 11 && file_name.compare(file_name.size() - 11, 11, ".index.json") == 0) {
+    throw usage("-o '" + args.output + "' names a shard set's index, which ckptfix writes beside the shards: give "
+                "-o DIR/model.safetensors with --max-shard-size SIZE");
+  }
   // An output named like something ckptfix does not write (model.onnx, a
   // shard index) would be a torch file under a misleading name: ask which.
   if (!args.output.empty() && args.format.empty() && !known_output_name(named)) {
