@@ -1,5 +1,5 @@
 // The C++ loader for bench/python_load.py (issue 36): one process loads a
-// state dict with ckptfix::torch::load_state_dict onto a device and reads
+// state dict with ckptfix::libtorch::load_state_dict onto a device and reads
 // one element of every page of every tensor (a sum per tensor, synchronized
 // on a GPU), and prints what python_load.py prints for its peers.
 //
@@ -16,7 +16,7 @@
 #include <torch/cuda.h>
 
 #include "ckptfix/error.h"
-#include "ckptfix/torch.h"
+#include "ckptfix/libtorch.h"
 
 namespace {
 
@@ -36,7 +36,7 @@ int main(int argc, char** argv) {
     std::fprintf(stderr, "usage: ckptfix_libtorch_load FILE DEVICE [STAGING_BYTES]\n");
     return 2;
   }
-  ckptfix::torch::LoadOptions options;
+  ckptfix::libtorch::LoadOptions options;
   options.map_location = argv[2];
   if (argc > 3) options.staging_bytes = std::stoull(argv[3]);
   try {
@@ -47,7 +47,7 @@ int main(int argc, char** argv) {
     if (options.map_location != "cpu") at::empty({1}, at::TensorOptions().device(at::Device(options.map_location)));
     if (cuda) torch::cuda::synchronize();
     const auto start = std::chrono::steady_clock::now();
-    const auto tensors = ckptfix::torch::load_state_dict(argv[1], options);
+    const auto tensors = ckptfix::libtorch::load_state_dict(argv[1], options);
     double total = 0;
     for (const auto& [name, t] : tensors) {
       const at::Tensor flat = t.reshape(-1);

@@ -12,7 +12,7 @@ runs, each in a new Python process that imports torch first (not timed):
   torch-copy torch.load(path, map_location=DEVICE, weights_only=True) (the default: tensors own their memory)
   ckptfix    ckptfix.load(path, map_location=DEVICE) (the default: tensors own their memory)
   safetensors safetensors.torch.load_file(path.safetensors, device=DEVICE)
-  libtorch   (with --libtorch-load BIN) ckptfix::torch::load_state_dict in a C++
+  libtorch   (with --libtorch-load BIN) ckptfix::libtorch::load_state_dict in a C++
              process (bench/libtorch_load.cc; its start, with no Python, timed apart)
 
 then reads one element of every 4 KiB page of every tensor (on a GPU: a

@@ -67,7 +67,7 @@ export CKPTFIX_REQUIRE_JUDGES=1
 step gpu-tests ctest --test-dir "$BUILD" -j "$(nproc)" --output-on-failure -R "$GPU_TESTS"
 
 # The loaders onto the GPU, Python's (ckptfix.load, docs/python.md) and C++'s
-# (ckptfix::torch::load_state_dict, issue 36: target >= 14 GB/s), against
+# (ckptfix::libtorch::load_state_dict, issue 36: target >= 14 GB/s), against
 # torch.load(mmap=True) and safetensors: 4 GiB, page cache warm.
 step load-bench "$PYTHON" bench/python_load.py --ckptfix "$BUILD/ckptfix" \
   --libtorch-load "$BUILD/bench/ckptfix_libtorch_load" --device cuda --size-mib 4096 --rounds 3

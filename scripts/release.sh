@@ -13,6 +13,13 @@
 #   ckptfix-VERSION-container-ARCH.tar.gz
 #                                       the build context of Containerfile: the
 #                                       binary and the C library it links
+#   ckptfix-VERSION-cxx-ARCH.tar.gz     the C++ package (docs/library.md):
+#                                       include/, lib/libckptfix.a (the core
+#                                       library with zlib, libdeflate and xxHash
+#                                       in it), lib/cmake/ckptfix/, and the
+#                                       LibTorch bridge's sources, which its
+#                                       CMake package compiles in the consumer's
+#                                       build against the consumer's LibTorch
 #   SHA256SUMS
 #
 # The binaries need nothing but glibc >= 2.31 (Debian 11, Ubuntu 20.04, RHEL
@@ -98,6 +105,8 @@ build() {
       -DCKPTFIX_BUILD_TESTS=OFF -DCKPTFIX_BUILD_BENCH=OFF -DCKPTFIX_WITH_TORCH=OFF -DCKPTFIX_COMMIT="$commit" \
       -DCMAKE_PREFIX_PATH="$deps/usr" "$@" >"$build.configure.log" || { cat "$build.configure.log"; exit 1; }
     cmake --build "$build" --target ckptfix
+    # The C++ package'"'"'s stand-in for the GPU load test (CMakeLists.txt), where there is one.
+    if grep -q "ckptfix_gpu_none" "$build/build.ninja"; then cmake --build "$build" --target ckptfix_gpu_none; fi
   ' release "$REPO" "$WORK/build-$arch" "$COMMIT" "$WORK/deps" "$@"
 }
 for arch in $ARCHES; do
@@ -180,6 +189,41 @@ for arch in $ARCHES; do
     cp "$(in_root "/$lib")" "$rootfs/$lib"
   done
   archive "$WORK/container" "$ctx"
+
+  # The C++ package. Its lib/libckptfix.a is the binary's core library (built
+  # position independent, CMakeLists.txt) merged with the static libraries it
+  # links, so that a consumer needs nothing but the C++ runtime; on x86_64 the
+  # GPU load test is swapped for its no-CUDA twin (a CUDA runtime of ours in a
+  # LibTorch program would meet LibTorch's).
+  cxx="ckptfix-$VERSION-cxx-$arch"
+  pkg="$WORK/cxx/$cxx"
+  mkdir -p "$pkg/include" "$pkg/lib/cmake/ckptfix" "$pkg/share/ckptfix/libtorch" "$pkg/licenses"
+  cp -r include/ckptfix "$pkg/include/"
+  cp src/libtorch/*.cc src/libtorch/*.h "$pkg/share/ckptfix/libtorch/"
+  cp cmake/package/ckptfixConfig.cmake "$WORK/build-$arch/ckptfixConfigVersion.cmake" "$pkg/lib/cmake/ckptfix/"
+  cp LICENSE README.md "$pkg/"
+  cp "$licenses"/*.copyright "$pkg/licenses/"
+  ar="$( [ "$arch" = x86_64 ] && echo ar || echo aarch64-linux-gnu-ar )"
+  lib="/usr/lib/$arch-linux-gnu"
+  {
+    echo "CREATE $pkg/lib/libckptfix.a"
+    echo "ADDLIB $WORK/build-$arch/libckptfix.a"
+    if [ -f "$WORK/build-$arch/CMakeFiles/ckptfix_gpu_none.dir/src/bytes/gpu_none.cc.o" ]; then
+      echo "DELETE gpu_cuda.cu.o"
+      echo "ADDMOD $WORK/build-$arch/CMakeFiles/ckptfix_gpu_none.dir/src/bytes/gpu_none.cc.o"
+    fi
+    echo "ADDLIB $lib/libz.a"
+    echo "ADDLIB $lib/libdeflate.a"
+    echo "ADDLIB $lib/libxxhash.a"
+    echo "SAVE"
+    echo "END"
+  } >"$WORK/$cxx.mri"
+  CKPTFIX_JUDGE_BIND="$WORK" ./scripts/debian_root.sh run "$ROOT" sh -euc '"$1" -M <"$2"' merge "$ar" "$WORK/$cxx.mri"
+  if "${ar#aarch64-linux-gnu-}" t "$pkg/lib/libckptfix.a" | grep -q "gpu_cuda"; then
+    echo "release: the C++ package's libckptfix.a still holds the CUDA load test" >&2
+    exit 1
+  fi
+  archive "$WORK/cxx" "$cxx"
 done
 
 (cd "$OUT" && sha256sum ckptfix-*.tar.gz ckptfix-*.whl >SHA256SUMS)

@@ -19,6 +19,9 @@
 #     the same repair, and uninstalls leaving nothing (tests/release/test_wheel.sh);
 #     the aarch64 wheel's metadata and RECORD are checked.
 #  6. SHA256SUMS matches the files.
+#  7. The x86_64 C++ package, unpacked into an empty prefix, builds the
+#     examples with default flags against this machine's LibTorch and sid's,
+#     and its loader's forward output equals Python's (tests/release/test_cxx_package.sh).
 #
 # Roots are kept under $CKPTFIX_RELEASE_ROOTS (default
 # /var/cache/ckptfix/release). Needs root (or sudo), like apt-get.
@@ -121,7 +124,10 @@ if [ -n "$ctx" ] && command -v podman >/dev/null 2>&1; then
   name="$(basename "$ctx" .tar.gz)"
   mkdir -p "$WORK/ctx" "$WORK/image"
   tar -xzf "$ctx" -C "$WORK/ctx"
-  podman="podman --storage-driver=vfs"
+  # A store of its own under $WORK, removed with it: the machine's own store
+  # (another graph driver, images of its own) is neither used nor changed.
+  mkdir -p "$WORK/podman/root" "$WORK/podman/run"
+  podman="podman --root $WORK/podman/root --runroot $WORK/podman/run --storage-driver=vfs"
   tag="localhost/ckptfix-release-test:$$"
   if $podman build --isolation=chroot -q -f Containerfile --build-arg CONTEXT="$name" -t "$tag" "$WORK/ctx" >/dev/null &&
      $podman create --name "ckptfix-release-test-$$" "$tag" >/dev/null &&
@@ -152,6 +158,13 @@ for wheel in "$DIST"/ckptfix-*.whl; do
     *_x86_64.whl) sh tests/release/test_wheel.sh "$wheel" "$FIXTURE" || fail "$(basename "$wheel")" ;;
     *) python3 tests/release/check_wheel.py "$wheel" || fail "$(basename "$wheel")" ;;
   esac
+done
+
+# 7. The C++ package.
+for cxx in "$DIST"/ckptfix-*-cxx-x86_64.tar.gz; do
+  [ -e "$cxx" ] || { fail "no x86_64 C++ package in $DIST"; break; }
+  echo "== release_test: $(basename "$cxx")"
+  sh tests/release/test_cxx_package.sh "$cxx" "$FIXTURE" || fail "$(basename "$cxx")"
 done
 
 if [ "$failures" -ne 0 ]; then

@@ -11,11 +11,14 @@
 #   3. the whole project built inside the sid root (g++ 16, CMake 4,
 #      LibTorch 2.x), its C++ tests run there and the Python tests that
 #      exercise the most of the binary (the rest ran in stage 1 under the
-#      same torch, sid's, against the g++ 12 binary);
+#      same torch, sid's, against the g++ 12 binary); a consumer project
+#      built against sid's LibTorch is stage 4's C++ package test;
 #   4. the release: the portable x86_64 binary, wheel and container context
 #      built in a Debian bullseye root, then tested in bare roots of bullseye
 #      to sid, in a fresh venv and as a container image (scripts/release.sh,
-#      scripts/release_test.sh); scripts/release_check.sh, run by hand before
+#      scripts/release_test.sh; the C++ package unpacked into an empty prefix
+#      and built against bookworm's and sid's LibTorch);
+#      scripts/release_check.sh, run by hand before
 #      a release, builds both architectures twice, compares them and tests
 #      the aarch64 binary under qemu;
 #   5. every libFuzzer target (clang, ASan + UBSan) for 30 s on every core
@@ -58,7 +61,7 @@ stage "tests (inside the sid root: newest g++, CMake, LibTorch and torch)"
   g++ --version | head -n 1; cmake --version | head -n 1
   cmake -S . -B build-sid -G Ninja -DCMAKE_BUILD_TYPE=Release -DCKPTFIX_JUDGES=local -DCKPTFIX_BUILD_BENCH=OFF
   cmake --build build-sid
-  ctest --test-dir build-sid --output-on-failure -j "$(nproc)" -LE python
+  ctest --test-dir build-sid --output-on-failure -j "$(nproc)" -LE "python|install"
   ctest --test-dir build-sid --output-on-failure -j "$(nproc)" -L python \
     -R "^(cli_golden|cli_bad_inputs|casts_interop|passes_interop|python_api|fit_interop|convert_interop)@"'
 stage "release (docs/release.md; x86_64 here, both architectures by scripts/release_check.sh)"

@@ -38,7 +38,7 @@ std::optional<TorchVersion> TorchVersion::parse(std::string_view text) {
   return TorchVersion{*major, *minor};
 }
 
-std::span<const TorchVersion> modeled_torch_versions() { return kModeled; }
+Span<const TorchVersion> modeled_torch_versions() { return kModeled; }
 
 TorchVersion default_torch_version() { return kModeled[std::size(kModeled) - 1]; }
 

@@ -16,7 +16,6 @@
 #include <filesystem>
 #include <memory>
 #include <optional>
-#include <span>
 #include <string>
 #include <string_view>
 #include <utility>
@@ -25,6 +24,7 @@
 
 #include "ckptfix/dtype.h"
 #include "ckptfix/globals.h"
+#include "ckptfix/span.h"
 #include "ckptfix/torch_version.h"
 
 namespace ckptfix {
@@ -335,10 +335,10 @@ class Checkpoint {
 
   /// Reads bytes [offset, offset + out.size()) of a storage as the input
   /// holds them converted to little-endian (the order every writer uses).
-  void read_storage(size_t storage, uint64_t offset, std::span<std::byte> out) const;
+  void read_storage(size_t storage, uint64_t offset, Span<std::byte> out) const;
   /// A zero-copy view of a stored, little-endian storage's bytes in the
   /// mapped file, or an empty span when the storage is deflated or big-endian.
-  std::span<const std::byte> map_storage(size_t storage) const;
+  Span<const std::byte> map_storage(size_t storage) const;
   /// The path of the file StorageSource::offset is an offset into: the
   /// checkpoint's own, or one of a shard set's shards; empty when there is
   /// none (built in memory, a zip inside a distributed checkpoint's
@@ -351,7 +351,7 @@ class Checkpoint {
   /// was opened (writes change memory only, never the file), for callers that
   /// hand out writable tensors without copying.
   struct PrivateBytes {
-    std::span<std::byte> bytes;   ///< empty when the storage is not stored little-endian in a file
+    Span<std::byte> bytes;        ///< empty when the storage is not stored little-endian in a file
     std::shared_ptr<void> owner;  ///< keeps the mapping alive
   };
   /// The private bytes of `storage` (see PrivateBytes).

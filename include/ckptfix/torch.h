@@ -1,93 +1,18 @@
-// ckptfix::torch: Python-saved checkpoints straight into LibTorch.
-//
-// LibTorch programs cannot load a state dict saved from Python:
-// torch::jit::pickle_load turns the OrderedDict that model.state_dict()
-// returns into None, and torch::load expects a TorchScript archive. These
-// functions read torch.save files (zip or legacy, from any device) with
-// ckptfix's reader, which never runs pickle code, and build at::Tensors.
-//
-// Built as the target ckptfix::torch when CMake finds LibTorch.
+// Deprecated (issue 52): the LibTorch bridge is ckptfix::libtorch, in
+// ckptfix/libtorch.h. This header keeps the old names, ckptfix::torch::*, for
+// one release. Their namespace made every `torch::` ambiguous in code that
+// says `using namespace ckptfix;`, which ckptfix/libtorch.h alone does not.
 #pragma once
 
-#include <filesystem>
-#include <optional>
-#include <string>
-#include <utility>
-#include <vector>
+#include "ckptfix/libtorch.h"
 
-#include <ATen/ATen.h>
-
-#include "ckptfix/fit.h"
-
-namespace torch::nn {
-class Module;  ///< LibTorch's module (declared here so that this header needs only ATen)
-}
-
-namespace ckptfix::torch {
-
-/// How to load.
-struct LoadOptions {
-  /// Where tensors are created: "cpu", "cuda", "cuda:N" (whatever the file says).
-  std::string map_location = "cpu";
-  /// Removed from the start of every key that has it, e.g. "module."; empty: keep keys.
-  std::string strip_prefix;
-  /// '/'-separated path of a nested state dict, e.g. "state_dict"; empty: the
-  /// root if it is a state dict, else the only state dict in the file.
-  std::string key;
-  /// Cast floating tensors (float16/bfloat16/float32/float64) to this type,
-  /// with Tensor::to on the target device (so bit-identical to it); tensors
-  /// sharing a storage stay shared.
-  std::optional<c10::ScalarType> dtype;
-  /// On the CPU, let tensors point into a private mapping of the file where
-  /// it allows (no copy). False: always copy the bytes into memory of their own.
-  bool zero_copy = true;
-  /// Onto a device (map_location other than "cpu"), and on the CPU without
-  /// zero_copy, the bytes go through two staging buffers of this size,
-  /// pinned for a GPU: the reading (on several threads) of one overlaps the
-  /// asynchronous copy of the other to the device.
-  size_t staging_bytes = size_t{64} << 20;
-  /// Fit the keys to this module's state dict (model_reference(*like)) by
-  /// the rules of `ckptfix fix --like` (ckptfix/fit.h), in its order, so
-  /// that load_into(*like, ...) with strict takes them; what no rule places
-  /// throws Error(kConflict) with torch's own lines as its details(),
-  /// unless `fit` allows it. Null: the keys as saved. Not with strip_prefix.
-  const ::torch::nn::Module* like = nullptr;
-  /// With `like`: renames, drops, allow_missing, drop_unexpected, drop_mismatched.
-  FitOptions fit;
-};
-
-/// What `module`'s load_state_dict expects: its parameters and buffers, per
-/// submodule in registration order (its own, then its children's), with
-/// their shapes and dtypes; named "module.name()" in messages.
-ModelReference model_reference(const ::torch::nn::Module& module);
-
-/// The (name, tensor) pairs of a state dict, in the file's order. Tensors
-/// keep their saved dtype, shape, strides and storage offset; tensors that
-/// share a storage in the file share one here. Without a cast, on the CPU,
-/// tensors whose data is stored little-endian and aligned in the file point
-/// into a private (copy-on-write) mapping of it, kept alive by the tensors:
-/// no copy is made. Onto a GPU, each storage is copied once, from the file
-/// through pinned staging buffers, asynchronously (LoadOptions::staging_bytes);
-/// the tensors are ready for work queued on the device's current stream.
-/// Sparse tensors come back sparse (at::sparse_coo_tensor,
-/// at::sparse_compressed_tensor over their loaded parts). A module's extra
-/// state (a key ending in `_extra_state`) comes back when it is a tensor;
-/// when it is Python data (a dict, bytes, ...), which no LibTorch module
-/// has, it is left out. Throws ckptfix::Error naming the file and key.
-std::vector<std::pair<std::string, at::Tensor>> load_state_dict(const std::filesystem::path& file,
-                                                                 const LoadOptions& options = {});
-
-/// Copies the state dict into the module's parameters and buffers by name.
-/// With `strict`, fails (nothing copied) listing missing and unexpected keys,
-/// like Python's load_state_dict; shapes must match in any case.
-void load_into(::torch::nn::Module& module, const std::filesystem::path& file, const LoadOptions& options = {},
-               bool strict = true);
-
-/// Writes a checkpoint that Python's torch.load returns as an OrderedDict of
-/// the same tensors (dtypes, shapes, strides, offsets, shared storages, the
-/// tensors' devices as saved locations). Atomic and verified like every
-/// ckptfix write; `overwrite` replaces an existing file.
-void save_state_dict(const std::filesystem::path& file, const std::vector<std::pair<std::string, at::Tensor>>& tensors,
-                     bool overwrite = true);
-
-}  // namespace ckptfix::torch
+namespace ckptfix {
+namespace [[deprecated("ckptfix::torch is now ckptfix::libtorch (ckptfix/libtorch.h)")]] torch {
+using ::ckptfix::libtorch::IncompatibleKeys;
+using ::ckptfix::libtorch::load_into;
+using ::ckptfix::libtorch::load_state_dict;
+using ::ckptfix::libtorch::LoadOptions;
+using ::ckptfix::libtorch::model_reference;
+using ::ckptfix::libtorch::save_state_dict;
+}  // namespace torch
+}  // namespace ckptfix

@@ -7,9 +7,10 @@
 
 #include <compare>
 #include <optional>
-#include <span>
 #include <string>
 #include <string_view>
+
+#include "ckptfix/span.h"
 
 namespace ckptfix {
 
@@ -30,7 +31,7 @@ struct TorchVersion {
 /// Ubuntu 24.04's python3-torch, whose torch.load defaults to
 /// weights_only=False), then 2.6 (the first whose torch.load defaults to
 /// weights_only=True) to 2.14.
-std::span<const TorchVersion> modeled_torch_versions();
+Span<const TorchVersion> modeled_torch_versions();
 
 /// Whether `torch`'s torch.load defaults to weights_only=True (2.6 and later).
 inline bool weights_only_by_default(TorchVersion torch) { return torch >= TorchVersion{2, 6}; }

@@ -43,7 +43,7 @@ def load(path: Union[str, "os.PathLike[str]"], *, map_location: MapLocation = "c
         staging buffers, copied asynchronously while the next is filled.
     key: the state dict at this '/'-separated path ("state_dict",
         "model/ema"); default: the root when it is a state dict, else the
-        only one in the file (as ckptfix::torch::load_state_dict chooses).
+        only one in the file (as ckptfix::libtorch::load_state_dict chooses).
     strip_prefix: remove this prefix ("module.") from every key that has it.
     dtype: cast floating tensors to it (torch's own Tensor.to, so
         bit-identical to it); others stay as they are.

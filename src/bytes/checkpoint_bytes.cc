@@ -9,7 +9,7 @@
 
 namespace ckptfix {
 
-void Checkpoint::read_storage(size_t storage, uint64_t offset, std::span<std::byte> out) const {
+void Checkpoint::read_storage(size_t storage, uint64_t offset, Span<std::byte> out) const {
   error_boundary(file_name(), [&] {
     if (storage >= impl_->storages.size()) throw Error(ErrorKind::kInvalidArgument, "no storage " + std::to_string(storage));
     const Storage& s = impl_->storages[storage];
@@ -19,7 +19,7 @@ void Checkpoint::read_storage(size_t storage, uint64_t offset, std::span<std::by
   });
 }
 
-std::span<const std::byte> Checkpoint::map_storage(size_t storage) const {
+Span<const std::byte> Checkpoint::map_storage(size_t storage) const {
   const Storage& s = impl_->storages.at(storage);
   if (s.source.encoding == StorageSource::Encoding::kMemory) return {s.source.memory, static_cast<size_t>(s.nbytes)};
   if (s.source.encoding != StorageSource::Encoding::kStored || s.big_endian) return {};

@@ -110,6 +110,9 @@ constexpr std::pair<std::string_view, std::string_view> kPhraseOfOption[] = {
 };
 
 std::string with_flags(std::string text) {
+  // Options are named in backquotes; most texts (a report's 100,000 key
+  // moves) have none, and every pattern below would search them in vain.
+  if (text.find('`') == std::string::npos) return text;
   for (const auto& [phrase, said] : kPhraseOfOption) {
     for (size_t at = text.find(phrase); at != std::string::npos; at = text.find(phrase, at + said.size())) {
       text.replace(at, phrase.size(), said);
@@ -124,8 +127,10 @@ std::string with_flags(std::string text) {
   }
   for (const auto& [option, flag] : kFlagOfOption) {
     const std::string quoted = "`" + std::string(option) + "`";
+    size_t at = text.find(quoted);
+    if (at == std::string::npos) continue;
     const std::string said = flag_for_command(flag);
-    for (size_t at = text.find(quoted); at != std::string::npos; at = text.find(quoted, at + said.size())) {
+    for (; at != std::string::npos; at = text.find(quoted, at + said.size())) {
       text.replace(at, quoted.size(), said);
     }
   }

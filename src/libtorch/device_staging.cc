@@ -6,7 +6,7 @@
 #include <c10/core/StreamGuard.h>
 #include <c10/core/impl/DeviceGuardImplInterface.h>
 
-namespace ckptfix::torch {
+namespace ckptfix::libtorch {
 
 DeviceStaging::DeviceStaging(at::Device device, size_t buffer_bytes)
     : device_(device), asynchronous_(device.type() != at::kCPU) {
@@ -71,4 +71,4 @@ void DeviceStaging::finish() {
   if (stream_) stream_->synchronize();
 }
 
-}  // namespace ckptfix::torch
+}  // namespace ckptfix::libtorch

@@ -24,7 +24,7 @@
 #include <c10/core/Event.h>
 #include <c10/core/Stream.h>
 
-namespace ckptfix::torch {
+namespace ckptfix::libtorch {
 
 class DeviceStaging {
  public:
@@ -63,4 +63,4 @@ class DeviceStaging {
   uint64_t bytes_ = 0;
 };
 
-}  // namespace ckptfix::torch
+}  // namespace ckptfix::libtorch

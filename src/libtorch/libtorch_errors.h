@@ -8,7 +8,7 @@
 
 #include "ckptfix/error.h"
 
-namespace ckptfix::torch {
+namespace ckptfix::libtorch {
 
 /// The first line of a c10::Error's message (LibTorch appends a backtrace).
 inline std::string first_line(const c10::Error& e) {
@@ -24,4 +24,4 @@ inline Error from_libtorch(const c10::Error& e) {
   return Error(gpu ? ErrorKind::kGpu : ErrorKind::kUnsupported, "LibTorch: " + message);
 }
 
-}  // namespace ckptfix::torch
+}  // namespace ckptfix::libtorch

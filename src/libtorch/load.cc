@@ -17,13 +17,13 @@
 #include "ckptfix/error.h"
 #include "ckptfix/passes.h"
 #include "ckptfix/state_dict.h"
-#include "ckptfix/torch.h"
+#include "ckptfix/libtorch.h"
 #include "libtorch/device_staging.h"
 #include "libtorch/libtorch_errors.h"
 #include "libtorch/read_threads.h"
 #include "libtorch/scalar_types.h"
 
-namespace ckptfix::torch {
+namespace ckptfix::libtorch {
 namespace {
 
 // A private, copy-on-write mapping of the whole file: tensors may be
@@ -33,6 +33,7 @@ class Loader {
  public:
   Loader(const Checkpoint& checkpoint, const LoadOptions& options) : ck_(checkpoint), options_(options) {
     device_ = parse_device(options.map_location);
+    require_usable(device_, options.map_location, checkpoint);
   }
 
   // A 1-D tensor over a whole storage, cast and moved as asked: every
@@ -112,6 +113,32 @@ class Loader {
     } catch (const c10::Error& e) {
       throw Error(ErrorKind::kInvalidArgument, "map_location '" + text + "': " + first_line(e));
     }
+  }
+
+  // A CUDA device this LibTorch cannot use fails here, in torch.load's
+  // words and one line, before any tensor: LibTorch's own error is a
+  // dispatcher dump of a thousand characters naming the first key.
+  static void require_usable(const at::Device& device, const std::string& text, const Checkpoint& ck) {
+    if (!device.is_cuda()) return;
+    const int64_t count = at::hasCUDA() ? static_cast<int64_t>(at::getNumGPUs()) : 0;
+    std::string reason;
+    if (count == 0) {
+      reason = "this LibTorch cannot use CUDA (torch::cuda::is_available() is false)";
+    } else if (device.has_index() && device.index() >= count) {
+      reason = "this machine has " + std::to_string(count) + " CUDA device(s)";
+    } else {
+      return;
+    }
+    std::string saved;
+    for (const StorageInfo& s : ck.storages()) {
+      if (s.location != "cpu" && !s.location.empty()) {
+        saved = s.location;
+        break;
+      }
+    }
+    throw Error(ErrorKind::kGpu, "Attempting to deserialize object on a CUDA device (map_location '" + text + "'" +
+                                     (saved.empty() ? std::string() : ", the file saved on '" + saved + "'") + ") but " +
+                                     reason + "; load with map_location = \"cpu\"");
   }
 
   // Copies storage `index`'s bytes into `target` through the staging buffers.
@@ -200,13 +227,13 @@ std::vector<std::pair<std::string, at::Tensor>> load_state_dict(const std::files
     std::vector<std::pair<std::string, at::Tensor>> out;
     std::unordered_set<std::string> seen;
     for (const StateDictEntry& e : entries) {
-      where = "key '" + e.key + "'";
       std::string name = e.key;
       if (!options.strip_prefix.empty() && name.compare(0, options.strip_prefix.size(), options.strip_prefix) == 0) {
         name.erase(0, options.strip_prefix.size());
       }
+      where = "key '" + name + "'";  // as the caller knows it: after strip_prefix
       // A module's extra state that is not a tensor is Python data, which no
-      // LibTorch module has (include/ckptfix/torch.h): left out.
+      // LibTorch module has (include/ckptfix/libtorch.h): left out.
       if (e.kind == StateDictEntry::Kind::kData) continue;
       if (!seen.insert(name).second) {
         throw Error(ErrorKind::kConflict, "stripping '" + options.strip_prefix + "' makes two keys '" + name + "'");
@@ -227,4 +254,4 @@ std::vector<std::pair<std::string, at::Tensor>> load_state_dict(const std::files
   }
 }
 
-}  // namespace ckptfix::torch
+}  // namespace ckptfix::libtorch

@@ -4,11 +4,11 @@
 #include <map>
 
 #include "ckptfix/error.h"
-#include "ckptfix/torch.h"
+#include "ckptfix/libtorch.h"
 #include "libtorch/libtorch_errors.h"
 #include "libtorch/scalar_types.h"
 
-namespace ckptfix::torch {
+namespace ckptfix::libtorch {
 namespace {
 
 std::string shape_text(at::IntArrayRef shape) {
@@ -65,7 +65,8 @@ ModelReference model_reference(const ::torch::nn::Module& module) {
   return reference;
 }
 
-void load_into(::torch::nn::Module& module, const std::filesystem::path& file, const LoadOptions& options, bool strict) {
+IncompatibleKeys load_into(::torch::nn::Module& module, const std::filesystem::path& file, const LoadOptions& options,
+                           bool strict) {
   const auto pairs = load_state_dict(file, options);
   std::vector<std::string> order;
   std::map<std::string, at::Tensor> targets;
@@ -106,6 +107,7 @@ void load_into(::torch::nn::Module& module, const std::filesystem::path& file, c
   } catch (const c10::Error& e) {
     throw from_libtorch(e).in_file(file.string());
   }
+  return {std::move(missing), std::move(unexpected)};
 }
 
-}  // namespace ckptfix::torch
+}  // namespace ckptfix::libtorch

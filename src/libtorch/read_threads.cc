@@ -2,7 +2,7 @@
 
 #include <algorithm>
 
-namespace ckptfix::torch {
+namespace ckptfix::libtorch {
 
 ReadThreads::ReadThreads(size_t threads) : threads_(std::max<size_t>(1, threads)) {}
 
@@ -66,4 +66,4 @@ void ReadThreads::take_items() {
   --running_;
 }
 
-}  // namespace ckptfix::torch
+}  // namespace ckptfix::libtorch

@@ -17,7 +17,7 @@
 #include <thread>
 #include <vector>
 
-namespace ckptfix::torch {
+namespace ckptfix::libtorch {
 
 class ReadThreads {
  public:
@@ -48,4 +48,4 @@ class ReadThreads {
   bool stopping_ = false;
 };
 
-}  // namespace ckptfix::torch
+}  // namespace ckptfix::libtorch

@@ -4,11 +4,11 @@
 #include "ckptfix/builder.h"
 #include "ckptfix/error.h"
 #include "ckptfix/save.h"
-#include "ckptfix/torch.h"
+#include "ckptfix/libtorch.h"
 #include "libtorch/libtorch_errors.h"
 #include "libtorch/scalar_types.h"
 
-namespace ckptfix::torch {
+namespace ckptfix::libtorch {
 
 void save_state_dict(const std::filesystem::path& file, const std::vector<std::pair<std::string, at::Tensor>>& tensors,
                      bool overwrite) {
@@ -59,4 +59,4 @@ void save_state_dict(const std::filesystem::path& file, const std::vector<std::p
   save(checkpoint, file, options);
 }
 
-}  // namespace ckptfix::torch
+}  // namespace ckptfix::libtorch

@@ -3,7 +3,7 @@
 #include <utility>
 #include <vector>
 
-namespace ckptfix::torch {
+namespace ckptfix::libtorch {
 namespace {
 
 // c10::ScalarType::NAME where this LibTorch has it, else nullopt: LibTorch
@@ -83,4 +83,4 @@ std::optional<DType> from_scalar_type(c10::ScalarType type) {
   return std::nullopt;
 }
 
-}  // namespace ckptfix::torch
+}  // namespace ckptfix::libtorch

@@ -5,14 +5,14 @@
 
 namespace ckptfix {
 
-std::span<const std::string_view> known_wrapper_prefixes() {
+Span<const std::string_view> known_wrapper_prefixes() {
   static constexpr std::array<std::string_view, 5> kPrefixes = {
       "module.", "_orig_mod.", "_forward_module.", "_checkpoint_wrapped_module.", "_fsdp_wrapped_module.",
   };
   return kPrefixes;
 }
 
-std::string shared_wrapper_prefix(std::span<const std::string> keys) {
+std::string shared_wrapper_prefix(Span<const std::string> keys) {
   if (keys.empty()) return {};
   std::string prefix;
   for (bool found = true; found;) {

@@ -36,7 +36,7 @@ void make_libtorch_state_dict(Checkpoint& checkpoint, const PassOptions& options
     if (e.kind == StateDictEntry::Kind::kSparseTensor) {
       throw Error(ErrorKind::kUnsupported, "a " + e.sparse.layout +
                                                " tensor, which LibTorch's pickle_load cannot read; load it with "
-                                               "ckptfix::torch::load_state_dict instead")
+                                               "ckptfix::libtorch::load_state_dict instead")
           .at("key '" + e.key + "'");
     }
     Tensor& t = impl_of(checkpoint).tensors[e.tensor];

@@ -86,7 +86,7 @@ class PythonLoadTest(support.ScratchDirTest):
                         self.skipTest(why)
                     expected = at_path(ref, key)
                     quantized = [k for k, v in expected.items() if v.is_quantized]
-                    if quantized:  # not loaded (docs/python.md), as ckptfix::torch::load_state_dict
+                    if quantized:  # not loaded (docs/python.md), as ckptfix::libtorch::load_state_dict
                         with self.assertRaisesRegex(ckptfix.CheckpointError, "holds a quantized tensor, which is not"):
                             ckptfix.load(path, key=key or None)
                         continue

@@ -1,5 +1,5 @@
 #!/usr/bin/python3
-"""Judges ckptfix::torch::save_state_dict with real torch.
+"""Judges ckptfix::libtorch::save_state_dict with real torch.
 
   compare_saved.py SAVED FIXTURE [--key K]
 

@@ -7,7 +7,7 @@ Prints JSON: the state dict's entries in order, each with name, dtype, shape,
 stride, storage offset, requires_grad, a storage group id (equal ids share a
 storage) and the hex of its elements' bytes in row-major order, as Python's
 torch.load(map_location='cpu') gives them; casts are Tensor.to on whole
-storages (one thread), which is what ckptfix::torch::load_state_dict does.
+storages (one thread), which is what ckptfix::libtorch::load_state_dict does.
 """
 import argparse
 import json

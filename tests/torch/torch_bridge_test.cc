@@ -1,4 +1,4 @@
-// ckptfix::torch judged by Python torch: load_state_dict against reference
+// ckptfix::libtorch judged by Python torch: load_state_dict against reference
 // data that /usr/bin/python3 produces at test time (tests/torch/reference.py),
 // save_state_dict against torch.load (tests/torch/compare_saved.py),
 // load_into with a LibTorch module, zero-copy loading measured in resident
@@ -8,12 +8,14 @@
 
 #include <torch/csrc/jit/serialization/pickle.h>
 #include <torch/nn/modules/batchnorm.h>
+#include <torch/nn/modules/container/sequential.h>
 #include <torch/nn/modules/conv.h>
 #include <torch/nn/modules/linear.h>
 #include <torch/cuda.h>
 
 #include <unistd.h>
 
+#include <algorithm>
 #include <atomic>
 #include <chrono>
 #include <cstdio>
@@ -28,7 +30,8 @@
 #include <sstream>
 
 #include "ckptfix/error.h"
-#include "ckptfix/torch.h"
+#include "ckptfix/libtorch.h"
+#include "ckptfix/torch.h"  // the old names, deprecated (TheOldNamesStillWorkDeprecated)
 #include "libtorch/device_staging.h"
 #include "libtorch/read_threads.h"
 
@@ -137,13 +140,13 @@ void expect_equals_python(const std::string& file, const Case& c, const std::str
   if (!c.dtype.empty()) command += " --dtype " + c.dtype;
   const nlohmann::json reference = nlohmann::json::parse(run(command));
 
-  ckptfix::torch::LoadOptions options;
+  ckptfix::libtorch::LoadOptions options;
   options.key = c.key;
   options.strip_prefix = c.strip;
   if (c.dtype == "bfloat16") options.dtype = at::kBFloat16;
   if (c.dtype == "float16") options.dtype = at::kHalf;
   if (c.dtype == "float64") options.dtype = at::kDouble;
-  const auto pairs = ckptfix::torch::load_state_dict(file, options);
+  const auto pairs = ckptfix::libtorch::load_state_dict(file, options);
 
   ASSERT_EQ(pairs.size(), reference.size());
   std::map<int, const c10::StorageImpl*> group_storage;
@@ -204,10 +207,10 @@ TEST_F(SaveStateDict, PythonLoadsWhatLibTorchSaved) {
            {"all_dtypes.pt", ""}, {"views_tied.pt", "tied"}, {"nested_params.pt", "dict/inner"},
            {"training_dp_cuda.pt", "state_dict"}, {"zero_d_empty.pt", ""}}) {
     SCOPED_TRACE(file);
-    ckptfix::torch::LoadOptions options;
+    ckptfix::libtorch::LoadOptions options;
     options.key = key;
-    const auto pairs = ckptfix::torch::load_state_dict(fixture(file), options);
-    ckptfix::torch::save_state_dict(path("saved.pt"), pairs);
+    const auto pairs = ckptfix::libtorch::load_state_dict(fixture(file), options);
+    ckptfix::libtorch::save_state_dict(path("saved.pt"), pairs);
     run(kPython + " " + kTests + "/torch/compare_saved.py " + path("saved.pt") + " " + fixture(file) +
         (key.empty() ? "" : " --key " + key) + " 2>&1");
   }
@@ -215,7 +218,7 @@ TEST_F(SaveStateDict, PythonLoadsWhatLibTorchSaved) {
 
 TEST_F(SaveStateDict, TensorsMadeInCppRoundTrip) {
   const at::Tensor base = at::arange(12, at::kFloat).reshape({3, 4});
-  ckptfix::torch::save_state_dict(path("made.pt"), {{"base", base},
+  ckptfix::libtorch::save_state_dict(path("made.pt"), {{"base", base},
                                                     {"transposed", base.t()},
                                                     {"row", base[1]},
                                                     {"half", at::linspace(-2, 2, 5).to(at::kHalf)},
@@ -288,7 +291,7 @@ TEST_F(LoadEveryDtype, SparseTensorsAndExtraStates) {
   std::ofstream(path("make.py")) << script;
   const nlohmann::json dense = nlohmann::json::parse(run(kPython + " " + path("make.py") + " " + path("sparse.pt") +
                                                          " 2>/dev/null"));
-  const auto pairs = ckptfix::torch::load_state_dict(path("sparse.pt"));
+  const auto pairs = ckptfix::libtorch::load_state_dict(path("sparse.pt"));
   std::vector<std::string> names;
   for (const auto& [name, t] : pairs) names.push_back(name);
   EXPECT_EQ(names, (std::vector<std::string>{"w", "coo", "csr", "1._extra_state"}));
@@ -326,7 +329,7 @@ TEST_F(SaveStateDict, EveryDtypeThisLibTorchHas) {
     const std::string name = python_name(type);
     const at::Tensor t = patterned(type, 8, ++seed);
     if (name[0] == '?') {  // no checkpoint can hold it: torch.save refuses it too
-      EXPECT_THROW(ckptfix::torch::save_state_dict(path("refused.pt"), {{name, t}}), Error) << name;
+      EXPECT_THROW(ckptfix::libtorch::save_state_dict(path("refused.pt"), {{name, t}}), Error) << name;
       continue;
     }
     auto& group = has_typed_storage(name) ? typed : untyped;
@@ -355,8 +358,8 @@ TEST_F(SaveStateDict, EveryDtypeThisLibTorchHas) {
     if (group->empty()) continue;
     const std::string file = path(group == &typed ? "typed.pt" : "untyped.pt");
     SCOPED_TRACE(file);
-    ckptfix::torch::save_state_dict(file, *group);
-    const auto back = ckptfix::torch::load_state_dict(file);
+    ckptfix::libtorch::save_state_dict(file, *group);
+    const auto back = ckptfix::libtorch::load_state_dict(file);
     ASSERT_EQ(back.size(), group->size());
     for (size_t i = 0; i < back.size(); ++i) {
       const at::Tensor& want = (*group)[i].second;
@@ -406,8 +409,8 @@ using LoadInto = TempDir;
 
 TEST_F(LoadInto, CopiesByNameAndIsStrictLikePython) {
   TinyCNN model;
-  ckptfix::torch::load_into(model, fixture("plain_state_dict.pt"));
-  const auto pairs = ckptfix::torch::load_state_dict(fixture("plain_state_dict.pt"));
+  ckptfix::libtorch::load_into(model, fixture("plain_state_dict.pt"));
+  const auto pairs = ckptfix::libtorch::load_state_dict(fixture("plain_state_dict.pt"));
   for (const auto& [name, t] : pairs) {
     const auto params = model.named_parameters();
     const auto buffers = model.named_buffers();
@@ -416,7 +419,7 @@ TEST_F(LoadInto, CopiesByNameAndIsStrictLikePython) {
   }
   TinyCNN wrapped;
   try {
-    ckptfix::torch::load_into(wrapped, fixture("dataparallel.pt"));
+    ckptfix::libtorch::load_into(wrapped, fixture("dataparallel.pt"));
     ADD_FAILURE() << "strict load of a DataParallel state dict must fail";
   } catch (const Error& e) {
     EXPECT_EQ(e.kind(), ErrorKind::kConflict);
@@ -424,13 +427,26 @@ TEST_F(LoadInto, CopiesByNameAndIsStrictLikePython) {
     EXPECT_NE(what.find("Missing key(s) in state_dict: \"conv.weight\""), std::string::npos) << what;
     EXPECT_NE(what.find("Unexpected key(s) in state_dict: \"module.conv.weight\""), std::string::npos) << what;
   }
-  ckptfix::torch::LoadOptions strip;
+  ckptfix::libtorch::LoadOptions strip;
   strip.strip_prefix = "module.";
-  ckptfix::torch::load_into(wrapped, fixture("dataparallel.pt"), strip);
-  ckptfix::torch::load_into(wrapped, fixture("dataparallel.pt"), {}, /*strict=*/false);  // nothing matches: fine
+  const ckptfix::libtorch::IncompatibleKeys none = ckptfix::libtorch::load_into(wrapped, fixture("dataparallel.pt"), strip);
+  EXPECT_TRUE(none.missing_keys.empty() && none.unexpected_keys.empty());
+  // Not strict: nothing matches, nothing is copied, and what did not match
+  // comes back, as Python's load_state_dict(strict=False) returns it.
+  const ckptfix::libtorch::IncompatibleKeys left =
+      ckptfix::libtorch::load_into(wrapped, fixture("dataparallel.pt"), {}, /*strict=*/false);
+  const std::vector<std::string> module_keys = {"conv.weight", "conv.bias", "bn.weight", "bn.bias", "fc.weight",
+                                                "fc.bias", "bn.running_mean", "bn.running_var",
+                                                "bn.num_batches_tracked"};
+  std::vector<std::string> missing = left.missing_keys, expected_missing = module_keys;
+  std::sort(missing.begin(), missing.end());
+  std::sort(expected_missing.begin(), expected_missing.end());
+  EXPECT_EQ(missing, expected_missing);
+  EXPECT_EQ(left.unexpected_keys.size(), module_keys.size());
+  for (const std::string& k : left.unexpected_keys) EXPECT_EQ(k.rfind("module.", 0), 0u) << k;
   TinyCNN other(4);
   try {
-    ckptfix::torch::load_into(other, fixture("plain_state_dict.pt"));
+    ckptfix::libtorch::load_into(other, fixture("plain_state_dict.pt"));
     ADD_FAILURE() << "a shape mismatch must fail";
   } catch (const Error& e) {
     EXPECT_NE(std::string(e.what()).find("size mismatch for fc.weight: copying a param with shape [3, 8] from "
@@ -443,11 +459,11 @@ TEST_F(LoadInto, CopiesByNameAndIsStrictLikePython) {
 // LoadOptions::like (issue 51): the keys fitted to the module by fix --like's rules.
 TEST_F(LoadInto, FitsTheKeysToTheModuleItIsGiven) {
   TinyCNN model;
-  ckptfix::torch::LoadOptions like;
+  ckptfix::libtorch::LoadOptions like;
   like.like = &model;
   // module.conv.weight -> conv.weight: loads with strict, every value the file's.
-  ckptfix::torch::load_into(model, fixture("dataparallel.pt"), like);
-  const auto saved = ckptfix::torch::load_state_dict(fixture("dataparallel.pt"));
+  ckptfix::libtorch::load_into(model, fixture("dataparallel.pt"), like);
+  const auto saved = ckptfix::libtorch::load_state_dict(fixture("dataparallel.pt"));
   const auto params = model.named_parameters();
   const auto buffers = model.named_buffers();
   for (const auto& [name, t] : saved) {
@@ -457,29 +473,29 @@ TEST_F(LoadInto, FitsTheKeysToTheModuleItIsGiven) {
     EXPECT_TRUE(at::equal(target, t)) << name;
   }
   // In the module's order, whatever the file's.
-  const auto fitted = ckptfix::torch::load_state_dict(fixture("dataparallel.pt"), like);
-  const auto expected = ckptfix::torch::model_reference(model);
+  const auto fitted = ckptfix::libtorch::load_state_dict(fixture("dataparallel.pt"), like);
+  const auto expected = ckptfix::libtorch::model_reference(model);
   ASSERT_EQ(fitted.size(), expected.entries.size());
   for (size_t i = 0; i < fitted.size(); ++i) EXPECT_EQ(fitted[i].first, expected.entries[i].key);
   // A training file with two state dicts that fit alike: refused naming both; a key picks one.
   try {
-    ckptfix::torch::load_state_dict(fixture("training_dp_cuda.pt"), like);
+    ckptfix::libtorch::load_state_dict(fixture("training_dp_cuda.pt"), like);
     ADD_FAILURE() << "two state dicts that fit alike must be refused";
   } catch (const Error& e) {
     const std::string what = e.what();
     EXPECT_NE(what.find("state_dict"), std::string::npos) << what;
     EXPECT_NE(what.find("ema"), std::string::npos) << what;
   }
-  ckptfix::torch::LoadOptions training = like;
+  ckptfix::libtorch::LoadOptions training = like;
   training.key = "state_dict";
-  ckptfix::torch::load_into(model, fixture("training_dp_cuda.pt"), training);
+  ckptfix::libtorch::load_into(model, fixture("training_dp_cuda.pt"), training);
   // Another class count: refused in torch's words (the lines as details);
   // drop_mismatched leaves the head out, for strict=false.
   TinyCNN other(4);
-  ckptfix::torch::LoadOptions other_like;
+  ckptfix::libtorch::LoadOptions other_like;
   other_like.like = &other;
   try {
-    ckptfix::torch::load_into(other, fixture("dataparallel.pt"), other_like);
+    ckptfix::libtorch::load_into(other, fixture("dataparallel.pt"), other_like);
     ADD_FAILURE() << "a shape mismatch must be refused";
   } catch (const Error& e) {
     bool said = false;
@@ -491,46 +507,78 @@ TEST_F(LoadInto, FitsTheKeysToTheModuleItIsGiven) {
   }
   other_like.fit.drop_mismatched = true;
   const at::Tensor head_before = other.fc->weight.clone();
-  ckptfix::torch::load_into(other, fixture("dataparallel.pt"), other_like, /*strict=*/false);
+  ckptfix::libtorch::load_into(other, fixture("dataparallel.pt"), other_like, /*strict=*/false);
   EXPECT_TRUE(at::equal(other.fc->weight, head_before));
   for (const auto& [name, t] : saved) {
     if (name == "module.conv.weight") EXPECT_TRUE(at::equal(other.conv->weight, t));
   }
   // `like` strips what it must: a strip_prefix beside it is a usage error.
-  ckptfix::torch::LoadOptions both = like;
+  ckptfix::libtorch::LoadOptions both = like;
   both.strip_prefix = "module.";
-  EXPECT_THROW(ckptfix::torch::load_state_dict(fixture("dataparallel.pt"), both), Error);
+  EXPECT_THROW(ckptfix::libtorch::load_state_dict(fixture("dataparallel.pt"), both), Error);
 }
 
 TEST(Errors, AreCkptfixErrorsWithContext) {
   try {
-    ckptfix::torch::load_state_dict(fixture("training.pt"));
+    ckptfix::libtorch::load_state_dict(fixture("training.pt"));
     ADD_FAILURE() << "several state dicts: the key must be chosen";
   } catch (const Error& e) {
     EXPECT_NE(std::string(e.what()).find("several state dicts ('state_dict', 'ema')"), std::string::npos) << e.what();
   }
   try {
-    ckptfix::torch::load_state_dict(fixture("malicious_zip.pt"));
+    ckptfix::libtorch::load_state_dict(fixture("malicious_zip.pt"));
     ADD_FAILURE();
   } catch (const Error& e) {
     EXPECT_EQ(e.kind(), ErrorKind::kUnsafe);
   }
-  ckptfix::torch::LoadOptions bad;
+  ckptfix::libtorch::LoadOptions bad;
   bad.map_location = "gpu:7";
-  EXPECT_THROW(ckptfix::torch::load_state_dict(fixture("plain_state_dict.pt"), bad), Error);
-  ckptfix::torch::LoadOptions cuda;
+  EXPECT_THROW(ckptfix::libtorch::load_state_dict(fixture("plain_state_dict.pt"), bad), Error);
+  ckptfix::libtorch::LoadOptions cuda;
   cuda.map_location = "cuda";
   if (::torch::cuda::is_available()) {
-    EXPECT_TRUE(ckptfix::torch::load_state_dict(fixture("cuda0.pt"), cuda).front().second.is_cuda());
+    EXPECT_TRUE(ckptfix::libtorch::load_state_dict(fixture("cuda0.pt"), cuda).front().second.is_cuda());
   } else {
+    // One line in torch.load's words, naming the file, the saved location
+    // and the way out; not LibTorch's dispatcher dump.
     try {
-      ckptfix::torch::load_state_dict(fixture("cuda0.pt"), cuda);
+      ckptfix::libtorch::load_state_dict(fixture("cuda0.pt"), cuda);
       ADD_FAILURE() << "no CUDA in this LibTorch";
     } catch (const Error& e) {
       EXPECT_EQ(e.kind(), ErrorKind::kGpu) << e.what();
       EXPECT_EQ(e.file(), fixture("cuda0.pt"));
+      const std::string what = e.what();
+      EXPECT_EQ(what.find('\n'), std::string::npos) << what;
+      EXPECT_LT(what.size(), 400u) << what;
+      EXPECT_NE(what.find("Attempting to deserialize object on a CUDA device"), std::string::npos) << what;
+      EXPECT_NE(what.find("saved on 'cuda:0'"), std::string::npos) << what;
+      EXPECT_NE(what.find("map_location = \"cpu\""), std::string::npos) << what;
     }
   }
+  // A device index past the machine's devices (cuda:3 here, with none or one).
+  ckptfix::libtorch::LoadOptions cuda3;
+  cuda3.map_location = "cuda:3";
+  if (!::torch::cuda::is_available() || ::torch::cuda::device_count() <= 3) {
+    try {
+      ckptfix::libtorch::load_state_dict(fixture("cuda3.pt"), cuda3);
+      ADD_FAILURE() << "cuda:3 is not on this machine";
+    } catch (const Error& e) {
+      EXPECT_EQ(e.kind(), ErrorKind::kGpu) << e.what();
+      EXPECT_NE(std::string(e.what()).find("saved on 'cuda:3'"), std::string::npos) << e.what();
+    }
+  }
+}
+
+// load_into takes a module holder as Python takes a module: torch::nn::Sequential,
+// a TORCH_MODULE of one's own.
+TEST_F(LoadInto, TakesAModuleHolder) {
+  ::torch::nn::Sequential seq(::torch::nn::Linear(3, 2));
+  const std::string file = path("seq.pt");
+  run(kPython + " -c \"import torch, sys; torch.save({'0.weight': torch.ones(2, 3), '0.bias': torch.zeros(2)}, "
+                "sys.argv[1])\" " + file);
+  const ckptfix::libtorch::IncompatibleKeys left = ckptfix::libtorch::load_into(seq, file);
+  EXPECT_TRUE(left.missing_keys.empty() && left.unexpected_keys.empty());
+  EXPECT_TRUE(at::equal(seq->named_parameters()["0.weight"], at::ones({2, 3})));
 }
 
 int64_t rss_anon_kib() {
@@ -547,8 +595,10 @@ using ZeroCopy = TempDir;
 TEST_F(ZeroCopy, NoSecondCopyOfALargeTensor) {
   run(kPython + " -c \"import torch, sys; torch.save({'big': torch.rand(64 << 20)}, sys.argv[1])\" " + path("big.pt"));
   const int64_t before = rss_anon_kib();
+  ckptfix::libtorch::LoadOptions mapped;
+  mapped.zero_copy = true;  // on request: the default copies, as torch.load(mmap=False)
   {
-    const auto pairs = ckptfix::torch::load_state_dict(path("big.pt"));
+    const auto pairs = ckptfix::libtorch::load_state_dict(path("big.pt"), mapped);
     const double sum = pairs[0].second.sum().item<double>();  // touches every page
     EXPECT_GT(sum, 0);
     const int64_t grown = rss_anon_kib() - before;
@@ -556,10 +606,10 @@ TEST_F(ZeroCopy, NoSecondCopyOfALargeTensor) {
     EXPECT_LT(grown, 32 * 1024) << "a 256 MiB tensor was copied";
   }
   // Control: a cast must make a (128 MiB) copy, and the measure sees it.
-  ckptfix::torch::LoadOptions cast;
+  ckptfix::libtorch::LoadOptions cast = mapped;
   cast.dtype = at::kBFloat16;
   const int64_t start = rss_anon_kib();
-  const auto pairs = ckptfix::torch::load_state_dict(path("big.pt"), cast);
+  const auto pairs = ckptfix::libtorch::load_state_dict(path("big.pt"), cast);
   EXPECT_GT(rss_anon_kib() - start, 100 * 1024);
 }
 
@@ -583,9 +633,9 @@ TEST_F(ForLibTorch, TorchsOwnPickleLoadReadsTheOutput) {
     std::ifstream in(path("lt.pt"), std::ios::binary);
     const std::vector<char> bytes((std::istreambuf_iterator<char>(in)), std::istreambuf_iterator<char>());
     const c10::Dict<c10::IValue, c10::IValue> dict = ::torch::jit::pickle_load(bytes).toGenericDict();
-    ckptfix::torch::LoadOptions options;
+    ckptfix::libtorch::LoadOptions options;
     options.key = key;
-    const auto expected = ckptfix::torch::load_state_dict(file, options);
+    const auto expected = ckptfix::libtorch::load_state_dict(file, options);
     ASSERT_EQ(dict.size(), expected.size());
     for (const auto& [name, t] : expected) {
       const at::Tensor got = dict.at(name).toTensor();
@@ -607,7 +657,7 @@ TEST(DeviceStaging, EveryByteLandsWhateverTheBufferSize) {
   std::vector<std::byte> source(10007);
   for (size_t i = 0; i < source.size(); ++i) source[i] = static_cast<std::byte>((i * 131 + 7) & 0xFF);
   for (size_t buffer : {size_t{1}, size_t{3}, size_t{64}, size_t{4096}, size_t{10007}, size_t{1} << 20}) {
-    ckptfix::torch::DeviceStaging staging(at::Device(at::kCPU), buffer);
+    ckptfix::libtorch::DeviceStaging staging(at::Device(at::kCPU), buffer);
     at::Tensor target = at::zeros({static_cast<int64_t>(source.size())}, at::kByte);
     std::vector<uint64_t> offsets;
     staging.copy(target, [&](uint64_t offset, std::span<std::byte> out) {
@@ -622,7 +672,7 @@ TEST(DeviceStaging, EveryByteLandsWhateverTheBufferSize) {
 }
 
 TEST(DeviceStaging, AReadErrorPartWayEndsTheCopyCleanly) {
-  ckptfix::torch::DeviceStaging staging(at::Device(at::kCPU), 100);
+  ckptfix::libtorch::DeviceStaging staging(at::Device(at::kCPU), 100);
   at::Tensor target = at::zeros({1000}, at::kByte);
   int calls = 0;
   EXPECT_THROW(staging.copy(target, [&](uint64_t offset, std::span<std::byte> out) {
@@ -640,7 +690,7 @@ TEST(DeviceStaging, AReadErrorPartWayEndsTheCopyCleanly) {
 
 // The threads that read a buffer's share of a storage (read_threads.h).
 TEST(ReadThreads, EveryItemRunsOnceOnSeveralThreads) {
-  ckptfix::torch::ReadThreads threads(4);
+  ckptfix::libtorch::ReadThreads threads(4);
   for (size_t count : {size_t{0}, size_t{1}, size_t{2}, size_t{7}, size_t{1000}}) {
     std::vector<std::atomic<int>> calls(count);
     std::mutex mutex;
@@ -658,7 +708,7 @@ TEST(ReadThreads, EveryItemRunsOnceOnSeveralThreads) {
 }
 
 TEST(ReadThreads, TheFirstErrorEndsTheTaskAndTheNextTaskRuns) {
-  ckptfix::torch::ReadThreads threads(3);
+  ckptfix::libtorch::ReadThreads threads(3);
   std::atomic<int> started{0};
   try {
     threads.run(10000, [&](size_t i) {
@@ -689,12 +739,12 @@ TEST_F(LoadEveryDtype, StoragesOfManyPiecesReadOnSeveralThreads) {
   ASSERT_TRUE(std::filesystem::exists(path("big.pt"))) << made;
   const int saved_threads = at::get_num_threads();
   at::set_num_threads(4);
-  const auto expected = ckptfix::torch::load_state_dict(path("big.pt"), {});
+  const auto expected = ckptfix::libtorch::load_state_dict(path("big.pt"), {});
   for (size_t buffer : {size_t{4096}, (size_t{3} << 19) + 1, size_t{64} << 20}) {
-    ckptfix::torch::LoadOptions staged;
+    ckptfix::libtorch::LoadOptions staged;
     staged.zero_copy = false;
     staged.staging_bytes = buffer;
-    const auto got = ckptfix::torch::load_state_dict(path("big.pt"), staged);
+    const auto got = ckptfix::libtorch::load_state_dict(path("big.pt"), staged);
     ASSERT_EQ(got.size(), expected.size());
     for (size_t i = 0; i < got.size(); ++i) {
       EXPECT_EQ(got[i].first, expected[i].first);
@@ -712,22 +762,23 @@ TEST(LoadStateDict, StagedCopiesEqualTheZeroCopyLoad) {
       {"views_tied.pt", ""}, {"training_dp_cuda.pt", "state_dict"}, {"big_endian.pt", ""},
       {"legacy_views.pt", ""}, {"deflated_renamed.pt", ""}, {"all_dtypes.pt", ""}};
   for (const auto& [file, key] : cases) {
-    ckptfix::torch::LoadOptions plain;
+    ckptfix::libtorch::LoadOptions plain;
     plain.key = key;
+    plain.zero_copy = true;
     std::vector<std::pair<std::string, at::Tensor>> expected;
     try {
-      expected = ckptfix::torch::load_state_dict(fixture(file), plain);
+      expected = ckptfix::libtorch::load_state_dict(fixture(file), plain);
     } catch (const Error& e) {
       ADD_FAILURE() << file << ": " << e.what();
       continue;
     }
     for (size_t buffer : {size_t{1}, size_t{3}, size_t{64}, size_t{1} << 20, size_t{1} << 30}) {
       for (bool cast : {false, true}) {
-        ckptfix::torch::LoadOptions staged = plain;
+        ckptfix::libtorch::LoadOptions staged = plain;
         staged.zero_copy = false;
         staged.staging_bytes = buffer;
         if (cast) staged.dtype = at::kBFloat16;
-        const auto got = ckptfix::torch::load_state_dict(fixture(file), staged);
+        const auto got = ckptfix::libtorch::load_state_dict(fixture(file), staged);
         const std::string what = file + " buffer " + std::to_string(buffer) + (cast ? " bf16" : "");
         ASSERT_EQ(got.size(), expected.size()) << what;
         std::map<const void*, const void*> storages;  // expected storage -> staged storage
@@ -755,16 +806,29 @@ TEST(LoadStateDict, StagedCopiesEqualTheZeroCopyLoad) {
 TEST(LoadStateDict, OntoTheGpuEqualsTheCpuLoad) {
   if (!torch::cuda::is_available()) GTEST_SKIP() << "GPU test skipped: no CUDA device is usable here";
   for (size_t buffer : {size_t{3}, size_t{4096}, size_t{64} << 20}) {
-    ckptfix::torch::LoadOptions cpu, gpu;
+    ckptfix::libtorch::LoadOptions cpu, gpu;
     cpu.key = gpu.key = "state_dict";
     gpu.map_location = "cuda";
     gpu.staging_bytes = buffer;
-    const auto want = ckptfix::torch::load_state_dict(fixture("training_dp_cuda.pt"), cpu);
-    const auto have = ckptfix::torch::load_state_dict(fixture("training_dp_cuda.pt"), gpu);
+    const auto want = ckptfix::libtorch::load_state_dict(fixture("training_dp_cuda.pt"), cpu);
+    const auto have = ckptfix::libtorch::load_state_dict(fixture("training_dp_cuda.pt"), gpu);
     ASSERT_EQ(want.size(), have.size());
     for (size_t i = 0; i < want.size(); ++i) {
       EXPECT_TRUE(have[i].second.is_cuda());
       EXPECT_EQ(hex(have[i].second.cpu()), hex(want[i].second)) << have[i].first << " buffer " << buffer;
     }
   }
+}
+
+// ckptfix/torch.h keeps the bridge's names before issue 52 for one release.
+TEST(Namespace, TheOldNamesStillWorkDeprecated) {
+#pragma GCC diagnostic push
+#pragma GCC diagnostic ignored "-Wdeprecated-declarations"
+  ckptfix::torch::LoadOptions options;
+  options.key = "state_dict";
+  options.strip_prefix = "module.";
+  const auto pairs = ckptfix::torch::load_state_dict(fixture("training_dp_cuda.pt"), options);
+#pragma GCC diagnostic pop
+  EXPECT_EQ(pairs.size(), 9u);
+  EXPECT_EQ(pairs.front().first.rfind("module.", 0), std::string::npos);
 }
