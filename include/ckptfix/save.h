@@ -114,4 +114,33 @@ void refuse_calls(const Checkpoint& checkpoint, const UnknownCalls& calls);
 /// input whose storage records do not match their recorded CRC-32.
 SaveResult save(const Checkpoint& checkpoint, const std::filesystem::path& path, const SaveOptions& options = {});
 
+/// What save_torch_shard_set wrote.
+struct TorchShardSetResult {
+  /// The files, shards in order then the index; one file alone when the
+  /// state dict fits in one shard (as transformers writes it then).
+  std::vector<std::string> files;
+  uint64_t bytes = 0;    ///< of every file written
+  size_t tensors = 0;    ///< state-dict entries written
+  /// Each shard's verification (empty when options.verify is false).
+  std::vector<VerifyReport> verifications;
+};
+
+/// Writes `checkpoint`'s root state dict as a Hugging Face torch shard set,
+/// what transformers' save_pretrained(safe_serialization=False) writes:
+/// `path` names the set (DIR/pytorch_model.bin; it must end in .bin), the
+/// shards are DIR/pytorch_model-00001-of-0000N.bin, each a torch.save file
+/// of a state dict holding its share of the keys (split as transformers
+/// splits: in order, at most `max_shard_size` bytes of storages each,
+/// tensors sharing a storage in one shard), and DIR/pytorch_model.bin.index.json
+/// maps each key to its shard. `reopen` gives the checkpoint again as it is
+/// (the input read again, the same passes applied): each shard is written
+/// from a copy of its own, its other keys taken out, so that memory stays
+/// flat. Every shard is written and verified before any is renamed into
+/// place, the index last; on any failure nothing is. Throws
+/// Error(kInvalidArgument) when the root is not a state dict (choose one
+/// with `extract`) or `path` does not end in .bin.
+TorchShardSetResult save_torch_shard_set(const Checkpoint& checkpoint, const std::function<Checkpoint()>& reopen,
+                                         const std::filesystem::path& path, const SaveOptions& options,
+                                         uint64_t max_shard_size);
+
 }  // namespace ckptfix

@@ -106,7 +106,7 @@ void validate_outputs(const RewriteArgs& args, const std::vector<Input>& inputs)
   const std::string file_name = named.filename().string();
   if (!args.output.empty() && file_name.size() > 11 && file_name.compare(file_name.size() - 11, 11, ".index.json") == 0) {
     throw usage("-o '" + args.output + "' names a shard set's index, which ckptfix writes beside the shards: give "
-                "-o DIR/model.safetensors with --max-shard-size SIZE");
+                "-o DIR/model.safetensors (or DIR/pytorch_model.bin) with --max-shard-size SIZE");
   }
   // An output named like something ckptfix does not write (model.onnx, a
   // shard index) would be a torch file under a misleading name: ask which.
@@ -417,8 +417,8 @@ void add_rewrite_options(CLI::App* cmd, RewriteArgs& args, bool may_replace_inpu
                         "what weights-only keeps, and which dtypes the output may hold"));
   cmd->add_option_function<std::string>(
       "--max-shard-size", [&args](const std::string& size) { args.max_shard_size = size; },
-                  "safetensors: write a Hugging Face shard set (-o DIR/model.safetensors): files of at most SIZE "
-                  "(5GB, 500MB decimal; 2GiB binary) and model.safetensors.index.json");
+                  "Write a Hugging Face shard set (-o DIR/model.safetensors, or DIR/pytorch_model.bin for torch.save "
+                  "shards): files of at most SIZE (5GB, 500MB decimal; 2GiB binary) and their index.json");
   cmd->add_option("--allow-global", args.allow_globals,
                   "Trust calls of globals matching this pattern (fnmatch on module.qualname, e.g. 'mypkg.*'; "
                   "repeatable): by default an output whose pickle calls a global ckptfix does not know as data "
@@ -557,9 +557,13 @@ int run_rewrite(const std::string& command, const RewriteArgs& args, const PassO
         throw usage("--in-place cannot rewrite a distributed checkpoint directory; write one file with -o FILE.pt "
                     "(or .safetensors)");
       }
-      if (!safetensors && (args.drop_aliases || !metadata.empty() || max_shard_size > 0)) {
+      // A torch output takes --max-shard-size when it is named as
+      // transformers names its shard sets (pytorch_model.bin).
+      const bool torch_shards = !safetensors && max_shard_size > 0 && output.extension() == ".bin";
+      if (!safetensors && (args.drop_aliases || !metadata.empty() || (max_shard_size > 0 && !torch_shards))) {
         throw usage(std::string(args.drop_aliases ? "--drop-aliases" : !metadata.empty() ? "--metadata" : "--max-shard-size") +
-                    " applies to safetensors outputs, and '" + output.string() + "' is written as a torch file");
+                    " applies to safetensors outputs" + (args.drop_aliases || !metadata.empty() ? "" : " and to .bin shard sets") +
+                    ", and '" + output.string() + "' is written as a torch file");
       }
       const CheckpointFormat written_as = safetensors ? CheckpointFormat::kSafetensors : CheckpointFormat::kZip;
       // Nothing to change and nothing to convert: leave an in-place input alone.
@@ -588,6 +592,7 @@ int run_rewrite(const std::string& command, const RewriteArgs& args, const PassO
         std::string written = output.string();  // the file the verification line names (a set: its index)
         uint64_t bytes = 0;
         std::optional<VerifyReport> verification;
+        size_t shard_count = 0;  // a torch shard set's shards
         if (safetensors) {
           SafetensorsOptions st;
           st.drop_aliases = args.drop_aliases;
@@ -619,6 +624,26 @@ int run_rewrite(const std::string& command, const RewriteArgs& args, const PassO
           if (!saved.files.empty()) written = saved.files.back();
           bytes = saved.bytes;
           verification = saved.verification;
+        } else if (torch_shards) {
+          // Each shard from the input read again with the same passes (save.h).
+          auto reopen = [&] {
+            Outcome scratch;  // the first reading already said what reading says
+            ReadInput again = read ? read(input.path, open, scratch) : ReadInput{Checkpoint::open(input.path, open), {}};
+            apply_passes(again.checkpoint, *valid_passes);
+            return std::move(again.checkpoint);
+          };
+          const TorchShardSetResult saved = save_torch_shard_set(checkpoint, reopen, output, options, max_shard_size);
+          o.doc["changes"] = changes_json(report, nullptr);
+          o.doc["files"] = saved.files;
+          lines.push_back(saved.files.size() > 1 ? "torch shard set, " + std::to_string(saved.files.size() - 1) +
+                                                       " shards and an index, " + std::to_string(saved.tensors) + " keys"
+                                                 : "one torch file (the state dict fits in one shard), " +
+                                                       std::to_string(saved.tensors) + " keys");
+          for (const std::string& line : describe(report, nullptr)) lines.push_back(line);
+          if (!saved.files.empty()) written = saved.files.back();
+          bytes = saved.bytes;
+          if (!saved.verifications.empty()) verification = saved.verifications.back();
+          shard_count = saved.files.size() > 1 ? saved.files.size() - 1 : 0;
         } else {
           const SaveResult saved = save_output(checkpoint, output, options);
           o.doc["changes"] = changes_json(report, &saved);
@@ -626,15 +651,16 @@ int run_rewrite(const std::string& command, const RewriteArgs& args, const PassO
           bytes = saved.bytes;
           verification = saved.verification;
         }
-        lines.insert(lines.begin() + (safetensors ? 1 : 0), read_input.lines.begin(), read_input.lines.end());
+        const size_t first = safetensors || torch_shards ? 1 : 0;  // after a set's line saying what it is
+        lines.insert(lines.begin() + first, read_input.lines.begin(), read_input.lines.end());
         const bool converted = checkpoint.format() != written_as;
         if (converted) {
           // After a safetensors output's first line (what it is), before the rest.
-          lines.insert(lines.begin() + (safetensors ? 1 : 0),
-                       "converted from " + std::string(format_name(checkpoint.format())));
+          lines.insert(lines.begin() + first, "converted from " + std::string(format_name(checkpoint.format())));
         }
-        o.status = report.changed() || !read_input.lines.empty() || (safetensors && converted) ? OutcomeStatus::kOk
-                                                                                                : OutcomeStatus::kUnchanged;
+        o.status = report.changed() || !read_input.lines.empty() || (safetensors && converted) || shard_count > 1
+                       ? OutcomeStatus::kOk
+                       : OutcomeStatus::kUnchanged;
         o.doc["verification"] = verification_json(verification);
         o.doc["bytes_written"] = bytes;
         std::string line = "ckptfix: " + printable(input.path) + " -> " + printable(output.string()) + ": ";
@@ -642,9 +668,12 @@ int run_rewrite(const std::string& command, const RewriteArgs& args, const PassO
         for (size_t i = 0; i < lines.size(); ++i) line += (i ? "; " : "") + lines[i];
         o.err += printable(line) + " (" + human_bytes(bytes) + ")\n";
         o.err += fit_key_lines(report);
-        o.err += "ckptfix: " + printable(written) + ": " +
-                 (verification ? "verified: " + verification->summary() : std::string("not verified (--no-verify)")) +
-                 "\n";
+        std::string verified = verification ? "verified: " + verification->summary() : "not verified (--no-verify)";
+        if (verification && shard_count > 1) {
+          verified = "verified: each of the " + std::to_string(shard_count) + " shards read back; the last: " +
+                     verification->summary();
+        }
+        o.err += "ckptfix: " + printable(written) + ": " + verified + "\n";
       }
       o.doc["status"] = status_name(o.status);
     } catch (Error& e) {

@@ -182,14 +182,9 @@ SaveResult write_checkpoint(const Checkpoint& checkpoint, ByteSink& sink, const 
   return result;
 }
 
-namespace {
-
-SaveResult save_verified(const Checkpoint& checkpoint, const std::filesystem::path& path, const SaveOptions& options,
-                         const SaveSeams& seams) {
-  // Before writing anything: what the output's pickle would call, and the GPU asked for.
-  refuse_unknown_calls(checkpoint, options.allow_globals);
-  if (options.verify) require_gpu_if_asked(options.verify_options.gpu);
-  AtomicFile out(path, options.overwrite);
+SaveResult write_verified(const Checkpoint& checkpoint, AtomicFile& out, const SaveOptions& options,
+                          const SaveSeams& seams) {
+  const std::filesystem::path& path = out.target();
   guard_replaced_input(impl_of(checkpoint), out);
   SaveResult result;
   try {
@@ -224,6 +219,18 @@ SaveResult save_verified(const Checkpoint& checkpoint, const std::filesystem::pa
     }
     throw;
   }
+  return result;
+}
+
+namespace {
+
+SaveResult save_verified(const Checkpoint& checkpoint, const std::filesystem::path& path, const SaveOptions& options,
+                         const SaveSeams& seams) {
+  // Before writing anything: what the output's pickle would call, and the GPU asked for.
+  refuse_unknown_calls(checkpoint, options.allow_globals);
+  if (options.verify) require_gpu_if_asked(options.verify_options.gpu);
+  AtomicFile out(path, options.overwrite);
+  SaveResult result = write_verified(checkpoint, out, options, seams);
   out.commit(options.sync);
   return result;
 }

@@ -17,7 +17,9 @@
 
 namespace ckptfix {
 
+class AtomicFile;
 class ReadBack;
+struct SaveSeams;
 
 /// Writes the archive to `sink`. The pickle is built first (it decides the
 /// storage keys), then each storage is streamed from the input, or copied by
@@ -33,5 +35,12 @@ struct PickledObject {
   std::vector<size_t> storage_order;  ///< storage indexes in output key order
 };
 PickledObject pickle_checkpoint(const Checkpoint& checkpoint, bool libtorch_pickle = false);
+
+/// save() up to the rename: `checkpoint` written into `out`'s temporary
+/// file and verified (the caller has refused unknown calls and checked the
+/// GPU asked for); `out` is not committed, so that a shard set commits its
+/// files together (torch_shard_writer.cc).
+SaveResult write_verified(const Checkpoint& checkpoint, AtomicFile& out, const SaveOptions& options,
+                          const SaveSeams& seams);
 
 }  // namespace ckptfix

@@ -36,6 +36,7 @@
 #include "safetensors/header.h"
 #include "write/replaced_input.h"
 #include "write/save_seams.h"
+#include "write/shard_plan.h"
 
 namespace ckptfix {
 namespace {
@@ -102,55 +103,13 @@ std::string state_dict_list(const CheckpointImpl& impl) {
   return names.empty() ? "none" : names;
 }
 
-// The shards of a set as huggingface_hub's split_torch_state_dict_into_shards
-// makes them (what transformers' save_pretrained writes): tensors in
-// state-dict order, a new shard when the next would pass the limit, a tensor
-// larger than the limit alone in a shard (placed before the one being
-// filled), tensors sharing a storage in the shard of the first of them, each
-// storage counted once.
-std::vector<std::vector<size_t>> split_into_shards(const CheckpointImpl& impl, const std::vector<PlannedTensor>& tensors,
-                                                   uint64_t limit) {
-  std::vector<std::vector<size_t>> shards;
-  std::vector<size_t> current;
-  uint64_t current_size = 0;
-  std::map<int32_t, size_t> first_of_storage;  // storage -> index of its first tensor
-  std::vector<size_t> followers;               // tensors whose storage came earlier
-  for (size_t i = 0; i < tensors.size(); ++i) {
-    const TensorInfo& t = impl.tensors[tensors[i].tensor];
-    if (!first_of_storage.emplace(t.storage, i).second) {
-      followers.push_back(i);
-      continue;
-    }
-    const uint64_t size = impl.storages[static_cast<size_t>(t.storage)].output_nbytes();
-    if (size > limit) {
-      shards.push_back({i});
-      continue;
-    }
-    if (current_size + size > limit && !current.empty()) {
-      shards.push_back(std::move(current));
-      current.clear();
-      current_size = 0;
-    }
-    current.push_back(i);
-    current_size += size;
+std::vector<ShardItem> shard_items(const CheckpointImpl& impl, const std::vector<PlannedTensor>& tensors) {
+  std::vector<ShardItem> items;
+  for (const PlannedTensor& p : tensors) {
+    const TensorInfo& t = impl.tensors[p.tensor];
+    items.push_back({t.storage, impl.storages[static_cast<size_t>(t.storage)].output_nbytes()});
   }
-  if (!current.empty()) shards.push_back(std::move(current));
-  for (size_t i : followers) {
-    const size_t first = first_of_storage.at(impl.tensors[tensors[i].tensor].storage);
-    for (auto& shard : shards) {
-      if (std::find(shard.begin(), shard.end(), first) != shard.end()) {
-        shard.push_back(i);
-        break;
-      }
-    }
-  }
-  if (shards.empty()) shards.emplace_back();
-  return shards;
-}
-
-std::string five_digits(size_t n) {
-  std::string s = std::to_string(n);
-  return std::string(s.size() < 5 ? 5 - s.size() : 0, '0') + s;
+  return items;
 }
 
 Plan plan_file(const Checkpoint& checkpoint, const std::filesystem::path& path, const SafetensorsOptions& options) {
@@ -246,7 +205,7 @@ Plan plan_file(const Checkpoint& checkpoint, const std::filesystem::path& path, 
 
   const bool sharding = options.max_shard_size > 0;
   const std::vector<std::vector<size_t>> shards =
-      sharding ? split_into_shards(impl, tensors, options.max_shard_size) : std::vector<std::vector<size_t>>{{}};
+      sharding ? split_into_shards(shard_items(impl, tensors), options.max_shard_size) : std::vector<std::vector<size_t>>{{}};
   const std::string file_name = path.filename().string();
   const std::string stem = file_name.size() > 12 && file_name.ends_with(".safetensors")
                                ? file_name.substr(0, file_name.size() - 12) : file_name;
@@ -260,8 +219,7 @@ Plan plan_file(const Checkpoint& checkpoint, const std::filesystem::path& path, 
   for (size_t k = 0; k < shards.size(); ++k) {
     FilePlan file;
     file.path = shards.size() == 1 ? path
-                                   : path.parent_path() / (stem + "-" + five_digits(k + 1) + "-of-" +
-                                                           five_digits(shards.size()) + ".safetensors");
+                                   : path.parent_path() / shard_file_name(stem, k, shards.size(), ".safetensors");
     if (sharding) {
       for (size_t i : shards[k]) file.tensors.push_back(tensors[i]);
     } else {
@@ -296,22 +254,13 @@ Plan plan_file(const Checkpoint& checkpoint, const std::filesystem::path& path, 
   return plan;
 }
 
-// The index as transformers writes it: json.dumps(index, indent=2,
-// sort_keys=True) + "\n", so ASCII only.
+// The index as transformers writes it (shard_plan.h).
 std::string index_json(const Plan& plan) {
   std::map<std::string, std::string> weight_map;  // sorted by key, as sort_keys sorts (code points = UTF-8 bytes)
   for (const FilePlan& f : plan.files) {
     for (const PlannedTensor& p : f.tensors) weight_map[p.entry.name] = f.path.filename().string();
   }
-  std::string out = "{\n  \"metadata\": {\n    \"total_size\": " + std::to_string(plan.total_bytes) +
-                    "\n  },\n  \"weight_map\": {";
-  bool first = true;
-  for (const auto& [tensor, file] : weight_map) {
-    out += (first ? "\n    " : ",\n    ") + json_quote_ascii(tensor) + ": " + json_quote_ascii(file);
-    first = false;
-  }
-  out += weight_map.empty() ? "}\n}\n" : "\n  }\n}\n";
-  return out;
+  return shard_index_json(plan.total_bytes, weight_map);
 }
 
 // Streams one tensor's elements, in row-major order, as the output dtype,

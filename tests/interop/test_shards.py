@@ -365,6 +365,76 @@ class ShardsTest(support.ScratchDirTest):
         support.run("convert", index, "-o", back, check=0)
         self.assert_tensors_equal(torch.load(back), self.merged(index), "the set read back", check_order=True)
 
+    def assert_bin_set_as_transformers_writes(self, sd, size_text, out_dir):
+        """ckptfix's .bin set in out_dir against the judge's: the same split, file names
+        and index text (transformers' save_pretrained(safe_serialization=False)), each
+        shard loading with the default torch.load as the judge's shard does, ties
+        sharing a storage, and ckptfix reading the set back whole."""
+        shards = hf_split(sd, parse_size(size_text))
+        names = shard_file_names("pytorch_model", ".bin", len(shards))
+        self.assertEqual(sorted(os.listdir(out_dir)), sorted(names + ["pytorch_model.bin.index.json"]))
+        want = self.write_bin_set(self.folder("judge_" + os.path.basename(out_dir)), sd, shards)
+        index = os.path.join(out_dir, "pytorch_model.bin.index.json")
+        with open(index) as f, open(want) as g:
+            self.assertEqual(f.read(), g.read(), "the index, as transformers writes it")
+        for name, keys in zip(names, shards):
+            loaded = torch.load(os.path.join(out_dir, name))  # the default load (weights_only on torch >= 2.6)
+            self.assert_tensors_equal(loaded, {k: sd[k] for k in keys}, name, check_order=True)
+            for k in keys:  # a tie stays a tie inside its shard
+                for j in keys:
+                    if k < j and storage_key(sd[k]) == storage_key(sd[j]):
+                        self.assertEqual(storage_key(loaded[k]), storage_key(loaded[j]), f"{name}: {k} ~ {j}")
+        proc = support.run("verify", index)
+        self.assertEqual(proc.returncode, 0, proc.stdout + proc.stderr)
+        back = self.path("back_" + os.path.basename(out_dir), "one.pt")
+        support.run("convert", index, "-o", back, check=0)
+        self.assert_tensors_equal(torch.load(back), sd, "the .bin set read back")
+        return shards
+
+    def test_pt_to_bin_shard_set(self):
+        """Issue 52: -o DIR/pytorch_model.bin --max-shard-size writes a torch.save shard
+        set as transformers does (it was refused: safetensors only)."""
+        sd = self.state_dict()
+        pt = self.path("in.pt")
+        torch.save(sd, pt)
+        out_dir = self.folder("bin_out")
+        support.run("convert", pt, "-o", os.path.join(out_dir, "pytorch_model.bin"), "--max-shard-size", "2KB",
+                    check=0)
+        shards = self.assert_bin_set_as_transformers_writes(sd, "2KB", out_dir)
+        self.assertEqual(len(shards), 4)
+        # Passes apply to every shard: strip a prefix on the way.
+        prefixed = self.path("prefixed.pt")
+        torch.save(collections.OrderedDict(("module." + k, v) for k, v in sd.items()), prefixed)
+        out_dir = self.folder("bin_stripped")
+        support.run("strip-prefix", prefixed, "-o", os.path.join(out_dir, "pytorch_model.bin"),
+                    "--max-shard-size", "2KB", check=0)
+        self.assert_bin_set_as_transformers_writes(sd, "2KB", out_dir)
+        # Ties: the tie joins its first key's shard and shares its storage there.
+        tied = self.tied_state_dict()
+        torch.save(tied, self.path("tied.pt"))
+        out_dir = self.folder("bin_tied")
+        support.run("convert", self.path("tied.pt"), "-o", os.path.join(out_dir, "pytorch_model.bin"),
+                    "--max-shard-size", "1000", check=0)
+        self.assert_bin_set_as_transformers_writes(tied, "1000", out_dir)
+        # A state dict that fits one shard: one file, no index (as transformers).
+        out_dir = self.folder("bin_one")
+        support.run("convert", pt, "-o", os.path.join(out_dir, "pytorch_model.bin"), "--max-shard-size", "5GB",
+                    check=0)
+        self.assertEqual(os.listdir(out_dir), ["pytorch_model.bin"])
+        self.assert_tensors_equal(torch.load(os.path.join(out_dir, "pytorch_model.bin")), sd, "one shard",
+                                  check_order=True)
+        # A shard that exists already (no --force): refused, and nothing of the set is written.
+        out_dir = self.folder("bin_exists")
+        taken = os.path.join(out_dir, "pytorch_model-00003-of-00004.bin")
+        with open(taken, "wb") as f:
+            f.write(b"mine")
+        proc = support.run("convert", pt, "-o", os.path.join(out_dir, "pytorch_model.bin"), "--max-shard-size", "2KB")
+        self.assertEqual(proc.returncode, 2, proc.stdout + proc.stderr)  # an output that exists: exit 2, as for one file
+        self.assertIn("pytorch_model-00003-of-00004.bin': output exists", proc.stderr)
+        self.assertEqual(os.listdir(out_dir), ["pytorch_model-00003-of-00004.bin"], "nothing else written")
+        with open(taken, "rb") as f:
+            self.assertEqual(f.read(), b"mine")
+
     def test_output_stem(self):
         """-o DIR/weights.safetensors: huggingface_hub's filename_pattern
         "weights{suffix}.safetensors" (weights-00001-of-00002.safetensors,
