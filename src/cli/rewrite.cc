@@ -104,7 +104,7 @@ void validate_outputs(const RewriteArgs& args, const std::vector<Input>& inputs)
   // named: a zip (or one safetensors file) under that name would be read as
   // an index by transformers and by ckptfix, whatever --format says.
   const std::string file_name = named.filename().string();
-  if (!args.output.empty() && file_name.size() > 11 && file_name.compare(file_name.size() - 11, 11, ".index.json") == 0) {
+  if (!args.output.empty() && file_name.ends_with(".index.json") && file_name != ".index.json") {
     throw usage("-o '" + args.output + "' names a shard set's index, which ckptfix writes beside the shards: give "
                 "-o DIR/model.safetensors (or DIR/pytorch_model.bin) with --max-shard-size SIZE");
   }
@@ -523,7 +523,11 @@ int run_rewrite(const std::string& command, const RewriteArgs& args, const PassO
     Outcome o;
     o.doc = {{"path", input.path}, {"output", output.string()}};
     try {
-      ReadInput read_input = read ? read(input.path, open, o) : ReadInput{Checkpoint::open(input.path, open), {}};
+      // The input as its reader makes it: once here, and again for each shard of a torch shard set.
+      auto read_as_given = [&](Outcome& told) {
+        return read ? read(input.path, open, told) : ReadInput{Checkpoint::open(input.path, open), {}};
+      };
+      ReadInput read_input = read_as_given(o);
       Checkpoint& checkpoint = read_input.checkpoint;
       const PassReport report = apply_passes(checkpoint, *valid_passes);
       const bool safetensors = !passes.for_libtorch && writes_safetensors(args, output, checkpoint);
@@ -628,7 +632,7 @@ int run_rewrite(const std::string& command, const RewriteArgs& args, const PassO
           // Each shard from the input read again with the same passes (save.h).
           auto reopen = [&] {
             Outcome scratch;  // the first reading already said what reading says
-            ReadInput again = read ? read(input.path, open, scratch) : ReadInput{Checkpoint::open(input.path, open), {}};
+            ReadInput again = read_as_given(scratch);
             apply_passes(again.checkpoint, *valid_passes);
             return std::move(again.checkpoint);
           };
