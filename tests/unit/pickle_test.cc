@@ -45,6 +45,28 @@ TEST(Unpickler, MemoKeepsSharingAndCycles) {
   EXPECT_EQ(root->items[0]->items[0], root->items[0]);
 }
 
+// The memo keeps indices 0, 1, 2, ... in a vector and any other in a map
+// (issue 51): an index far out of sequence costs one entry, an index stored
+// before the sequence reaches it is still found, and a later PUT replaces it.
+TEST(Unpickler, MemoIndicesOutOfSequence) {
+  ValueGraph graph;
+  // LONG_BINPUT 4000000000 of 'a'; BINPUT 3 of 'b' before 0..2; BINPUT 0, 1, 2;
+  // BINPUT 3 again of 'c'; then (memo[4000000000], memo[3], memo[1]).
+  // (Adjacent literals: a hex escape would take the hex digits after it.)
+  const std::string far = "\x00\x28\x6b\xee"s;  // 4,000,000,000 (0xEE6B2800), little-endian
+  const std::string bytes = "X\x01\x00\x00\x00" "a" "r"s + far + "0"  // LONG_BINPUT 4e9 'a', POP
+                            "X\x01\x00\x00\x00" "b" "q\x03" "0"       // BINPUT 3 'b'
+                            "N" "q\x00" "0" "N" "q\x01" "0" "N" "q\x02" "0"  // BINPUT 0, 1, 2
+                            "X\x01\x00\x00\x00" "c" "q\x03" "0"       // BINPUT 3 again: 'c'
+                            "j"s + far + "h\x03" "h\x01" "\x87" ".";    // LONG_BINGET 4e9, BINGET 3, 1, TUPLE3
+  Value* root = parse(graph, PickleBytes().proto().raw(bytes).str());
+  ASSERT_EQ(root->kind, ValueKind::kTuple);
+  ASSERT_EQ(root->items.size(), 3u);
+  EXPECT_EQ(root->items[0]->text, "a");
+  EXPECT_EQ(root->items[1]->text, "c");
+  EXPECT_EQ(root->items[2]->kind, ValueKind::kNone);
+}
+
 TEST(Unpickler, NumbersKeepTheirExactValues) {
   ValueGraph graph;
   PickleBytes p;
