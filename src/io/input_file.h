@@ -127,6 +127,10 @@ class InputFile {
   /// slices): a writer replacing it checks it still is (AtomicFile).
   const FileStamp& stamp() const { return stamp_; }
 
+  /// True when the bytes are in memory (a small file read whole, an
+  /// in-memory file, a slice of either): read_bytes makes no system call.
+  bool in_memory() const { return base_ != nullptr; }
+
   /// Throws Error(kCorrupt) "<what> at <offset> extends past the end of the
   /// file" unless [offset, offset+length) is inside the file.
   void check_range(uint64_t offset, uint64_t length, std::string_view what) const;

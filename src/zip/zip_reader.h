@@ -104,7 +104,11 @@ class ZipReader {
  private:
   void read_end_records();
   void read_central_directory();
-  void locate_data(ZipEntry& entry) const;
+  void locate_all_data();
+  /// Finds where `entry`'s data starts from its local header, taken from
+  /// `group` (the file's bytes [group_start, group_end)) where it lies there.
+  void locate_data(ZipEntry& entry, const std::byte* group = nullptr, uint64_t group_start = 0,
+                   uint64_t group_end = 0) const;
   void check_inflated_sizes() const;
   void check_size(const ZipEntry& entry, uint64_t max_size, const char* limit_name) const;
 

@@ -3,6 +3,7 @@
 #include <gtest/gtest.h>
 #include <zlib.h>
 
+#include <fstream>
 #include <functional>
 #include <optional>
 #include <random>
@@ -215,6 +216,48 @@ TEST(ZipReader, ErrorCentralDirectoryOutOfRange) {
 TEST(ZipReader, ErrorDuplicateRecord) {
   const std::string bytes = test::ZipBuilder().add("data.pkl", "x").add("data.pkl", "y").finish();
   expect_error([&] { read_zip(bytes); }, ErrorKind::kCorrupt, "record 'archive/data.pkl' appears twice");
+}
+
+// Files larger than InputFile reads whole have their local headers read in
+// groups (many small records) and alone (after a large record): the same
+// offsets as when the bytes are in memory, and a bad header in the middle
+// of a group still named.
+class ZipReaderOnDisk : public test::TempDirTest {
+ protected:
+  std::string many_records() {
+    test::ZipBuilder zip;
+    for (int i = 0; i < 20000; ++i) zip.add("data/" + std::to_string(i), std::string(static_cast<size_t>(i % 5), 'x'));
+    zip.add("data/large", std::string(size_t{9} << 20, 'y'));  // past the size read whole
+    for (int i = 0; i < 100; ++i) zip.add("after/" + std::to_string(i), "z");
+    return zip.finish();
+  }
+  std::shared_ptr<const InputFile> on_disk(const std::string& bytes) {
+    const auto path = dir_ / "many.pt";
+    std::ofstream(path, std::ios::binary) << bytes;
+    return InputFile::open(path);
+  }
+};
+
+TEST_F(ZipReaderOnDisk, LocatesEveryRecordAsInMemory) {
+  const std::string bytes = many_records();
+  const auto file = on_disk(bytes);
+  ASSERT_FALSE(file->in_memory());
+  const ZipReader from_disk(file);
+  const ZipReader from_memory = read_zip(bytes);
+  ASSERT_EQ(from_disk.entries().size(), 20101u);
+  for (size_t i = 0; i < from_disk.entries().size(); ++i) {
+    EXPECT_EQ(from_disk.entries()[i].data_offset, from_memory.entries()[i].data_offset) << i;
+  }
+  EXPECT_EQ(from_disk.read_all(*from_disk.find("archive/after/99"), 1), "z");
+}
+
+TEST_F(ZipReaderOnDisk, NamesABadLocalHeaderInAGroup) {
+  std::string bytes = many_records();
+  const std::string name = "archive/data/12345";
+  const size_t local = bytes.find(name);  // the first occurrence is the local header's
+  bytes[local + name.size() - 1] = '9';
+  expect_error([&] { ZipReader bad(on_disk(bytes)); }, ErrorKind::kCorrupt,
+               "names 'archive/data/12349' but the central directory says 'archive/data/12345'");
 }
 
 }  // namespace
