@@ -164,8 +164,8 @@ const std::vector<GlobalRef>& Checkpoint::globals() const { return impl_->global
 const OpcodeSet& Checkpoint::pickle_opcodes() const { return impl_->opcodes; }
 
 const Tensor* CheckpointImpl::tensor_of(const Value* v) const {
-  auto it = tensor_by_value.find(v);
-  return it == tensor_by_value.end() ? nullptr : &tensors[it->second];
+  const size_t* index = tensor_by_value.find(v);
+  return index == nullptr ? nullptr : &tensors[*index];
 }
 
 std::vector<std::string> Checkpoint::record_names() const {

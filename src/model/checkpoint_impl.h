@@ -16,6 +16,7 @@
 #include "cast_rules.h"
 #include "io/input_file.h"
 #include "pickle/call_analysis.h"
+#include "pickle/pointer_set.h"
 #include "pickle/value.h"
 #include "zip/gather_reader.h"
 #include "zip/zip_reader.h"
@@ -117,7 +118,7 @@ struct CheckpointImpl {
   Value* root = nullptr;
   std::vector<Storage> storages;
   std::vector<Tensor> tensors;
-  std::unordered_map<const Value*, size_t> tensor_by_value;
+  PointerMap<Value, size_t> tensor_by_value;  // a tensor's (or Parameter's) value -> its index in `tensors`
   std::vector<GlobalRef> globals;
   std::unordered_map<std::string, size_t> global_index;  // of `globals`, to record each once
   /// The record holding the object pickle ("archive/data.pkl"), for the

@@ -248,9 +248,9 @@ std::vector<TensorPosition> Checkpoint::tensor_positions() const {
   return error_boundary(file_name(), [&] {
     std::vector<TensorPosition> out;
     walk_checkpoint(*impl_, impl_->root, [&](Value& v, const Path& path) {
-      auto it = impl_->tensor_by_value.find(&v);
-      if (it == impl_->tensor_by_value.end()) return true;
-      out.push_back({path, it->second});
+      const size_t* tensor = impl_->tensor_by_value.find(&v);
+      if (tensor == nullptr) return true;
+      out.push_back({path, *tensor});
       return false;  // a tensor's arguments are not positions
     });
     return out;

@@ -50,7 +50,8 @@ void read_in_payloads(CheckpointImpl& checkpoint, const std::unordered_set<const
   PointerSet<Value> seen;
   std::vector<Value*> stack;
   auto push = [&](Value* v) {
-    if (v != nullptr && seen.insert(v)) stack.push_back(v);
+    // A leaf has no parts, so no payload left in the file.
+    if (v != nullptr && !v->refers_to_nothing() && seen.insert(v)) stack.push_back(v);
   };
   push(checkpoint.root);
   while (!stack.empty()) {

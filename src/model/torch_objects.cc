@@ -300,9 +300,9 @@ void build_tensor_table(CheckpointImpl& impl) {
     }
     const auto& a = v.args()->items;
     if (a.size() < 3) throw corrupt("malformed _rebuild_parameter call: expected 3 or 4 arguments");
-    auto inner = impl.tensor_by_value.find(a[0]);
-    if (inner == impl.tensor_by_value.end()) return;  // wraps something we do not model
-    Tensor& t = impl.tensors[inner->second];
+    const size_t* inner = impl.tensor_by_value.find(a[0]);
+    if (inner == nullptr) return;  // wraps something we do not model
+    Tensor& t = impl.tensors[*inner];
     t.value = &v;
     t.parameter = true;
     // _rebuild_parameter_with_state(data, requires_grad, hooks, state): a Parameter's Python attributes.
@@ -311,7 +311,7 @@ void build_tensor_table(CheckpointImpl& impl) {
       t.python_attributes = true;
     }
     if (!as_bool(a[1], t.requires_grad)) throw corrupt("malformed _rebuild_parameter call: requires_grad is not a bool");
-    impl.tensor_by_value.emplace(&v, inner->second);
+    impl.tensor_by_value.emplace(&v, *inner);
   });
 }
 

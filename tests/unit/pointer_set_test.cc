@@ -64,5 +64,36 @@ TEST(PointerMap, KeepsTheFirstValueOfEachKey) {
   }
 }
 
+// Erasing moves later entries of a run back: their values must move with
+// them (the checkpoint's tensor table erases and reassigns).
+TEST(PointerMap, ValuesFollowTheirKeysThroughErasesAndAssignments) {
+  std::vector<int> pool(2000);
+  PointerMap<int, uint64_t> map;
+  std::map<const int*, uint64_t> expected;
+  std::mt19937 rng(5);
+  for (uint64_t step = 0; step < 30000; ++step) {
+    const int* p = &pool[rng() % pool.size()];
+    switch (rng() % 3) {
+      case 0:
+        map.erase(p);
+        expected.erase(p);
+        break;
+      case 1:
+        map[p] = step;
+        expected[p] = step;
+        break;
+      default:
+        EXPECT_EQ(map.emplace(p, step), expected.emplace(p, step).second);
+    }
+  }
+  EXPECT_EQ(map.size(), expected.size());
+  for (const int& v : pool) {
+    const uint64_t* got = map.find(&v);
+    const auto it = expected.find(&v);
+    ASSERT_EQ(got != nullptr, it != expected.end());
+    if (got != nullptr) EXPECT_EQ(*got, it->second);
+  }
+}
+
 }  // namespace
 }  // namespace ckptfix
