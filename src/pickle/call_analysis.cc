@@ -258,7 +258,8 @@ std::vector<GlobalUsage> reachable_global_usages(const Value* root) {
   PointerSet<Value> seen;
   std::vector<const Value*> stack;
   auto push = [&](const Value* v) {
-    if (v != nullptr && seen.insert(v)) stack.push_back(v);
+    // A leaf names no global and makes no object: nothing to analyse.
+    if (v != nullptr && !v->refers_to_nothing() && seen.insert(v)) stack.push_back(v);
   };
   push(root);
   std::vector<Value*> entries;

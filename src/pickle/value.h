@@ -118,6 +118,10 @@ struct Value {
   Value* pid() const { return parts().pid; }
   Value*& pid() { return parts().pid; }
   bool has_parts() const { return parts_ != nullptr; }
+  /// True when no other value is reachable from this one (a number, a
+  /// string, an empty tuple): a walk of the graph need not remember it.
+  /// Most of a state dict's values are such leaves.
+  bool refers_to_nothing() const { return items.empty() && parts_ == nullptr; }
   /// True for a str or bytes whose payload is still in the input file
   /// (its `text` is empty meanwhile).
   bool in_file() const { return parts_ != nullptr && parts_->in_file_length != 0; }
