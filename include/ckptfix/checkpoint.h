@@ -39,9 +39,25 @@ enum class CheckpointFormat {
   kSafetensors,  ///< a `.safetensors` file: a JSON header and raw tensor bytes (read as an OrderedDict of tensors)
   kShardIndex,   ///< a Hugging Face shard set's index (`model.safetensors.index.json`, `pytorch_model.bin.index.json`)
   kDcp,          ///< a torch.distributed.checkpoint directory (`.metadata` and `__<rank>_<n>.distcp` files)
+  kZero,         ///< a DeepSpeed ZeRO checkpoint directory (`*_model_states.pt` and every rank's `*_optim_states.pt`)
 };
 
-/// "zip", "legacy", "safetensors", "shard index" or "distributed checkpoint".
+/// What a DeepSpeed ZeRO checkpoint's files say of the run that wrote it.
+struct ZeroRunInfo {
+  int stage = 0;               ///< ZeRO stage: 1, 2 or 3
+  uint32_t ranks = 0;          ///< data-parallel ranks (one optimizer file each)
+  bool bf16_files = false;     ///< bf16_zero_pp_rank_* optimizer files (bf16 training)
+  std::string deepspeed_version;  ///< ds_version
+  std::string tag;             ///< the tag directory's name ("global_step1000")
+};
+
+/// Whether `dir` is a directory that Checkpoint::open reads as one
+/// checkpoint: a torch.distributed.checkpoint directory (it has `.metadata`),
+/// a DeepSpeed checkpoint directory (it has `latest`, naming a tag directory
+/// beside it) or a DeepSpeed tag directory (it has rank 0's model states).
+bool is_checkpoint_directory(const std::filesystem::path& dir);
+
+/// "zip", "legacy", "safetensors", "shard index", "distributed (DCP)" or "DeepSpeed ZeRO".
 std::string_view format_name(CheckpointFormat format);
 
 /// Where a storage's bytes are in the input file.
@@ -308,8 +324,11 @@ class Checkpoint {
   /// Names of the zip records, in archive order (empty for legacy files).
   std::vector<std::string> record_names() const;
   /// The shard files a shard index names, in the order they were read
-  /// (empty for single files).
+  /// (empty for single files); a ZeRO checkpoint's other files (optimizer
+  /// files, then other ranks' model states).
   std::vector<std::string> shard_files() const;
+  /// For a DeepSpeed ZeRO checkpoint, what its files say of the run.
+  const std::optional<ZeroRunInfo>& zero_run() const;
   /// A safetensors file's `__metadata__` (key, value) pairs in header order;
   /// nullopt when it has none (and for torch files).
   const std::optional<std::vector<std::pair<std::string, std::string>>>& safetensors_metadata() const;

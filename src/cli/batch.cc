@@ -48,22 +48,13 @@ void add_batch_options(CLI::App* cmd, BatchArgs& args) {
   add_limit_option(cmd, args.limits);
 }
 
-namespace {
-
-bool is_distributed_checkpoint(const fs::path& dir) {
-  std::error_code ec;
-  return fs::is_regular_file(dir / ".metadata", ec);
-}
-
-}  // namespace
-
 std::vector<Input> expand_inputs(const BatchArgs& args) {
   const std::vector<std::string>& globs = args.globs.empty() ? kDefaultGlobs : args.globs;
   std::vector<Input> out;
   for (const std::string& arg : args.inputs) {
     std::error_code ec;
-    // A torch.distributed.checkpoint directory is one checkpoint.
-    if (!fs::is_directory(arg, ec) || is_distributed_checkpoint(arg)) {
+    // A distributed or DeepSpeed checkpoint directory is one checkpoint.
+    if (!fs::is_directory(arg, ec) || is_checkpoint_directory(arg)) {
       out.push_back({arg, fs::path(arg).lexically_normal().filename().string(), ""});
       if (out.back().relative.empty()) out.back().relative = fs::path(arg).lexically_normal().parent_path().filename().string();
       continue;
@@ -75,7 +66,7 @@ std::vector<Input> expand_inputs(const BatchArgs& args) {
     std::vector<Input> found;
     for (fs::recursive_directory_iterator it(arg, ec), end; it != end; it.increment(ec)) {
       if (ec) break;
-      if (it->is_directory(ec) && is_distributed_checkpoint(it->path())) {
+      if (it->is_directory(ec) && is_checkpoint_directory(it->path())) {
         found.push_back({it->path().string(), fs::relative(it->path(), arg).string(), ""});
         it.disable_recursion_pending();
         continue;
@@ -91,7 +82,7 @@ std::vector<Input> expand_inputs(const BatchArgs& args) {
       std::string names;
       for (const std::string& g : globs) names += (names.empty() ? "" : ", ") + g;
       out.push_back({arg, "", "no checkpoint found under this directory (files named " + names +
-                                  ", or distributed checkpoint directories; --glob chooses other names)"});
+                                  ", or distributed or DeepSpeed checkpoint directories; --glob chooses other names)"});
       continue;
     }
     out.insert(out.end(), found.begin(), found.end());

@@ -76,6 +76,10 @@ nlohmann::json describe(const Checkpoint& ck, TorchVersion torch, const StatsRep
   doc["pickle_protocol"] = ck.pickle_protocol();
   doc["file_bytes"] = ck.file_size();
   if (ck.format() == CheckpointFormat::kShardIndex) doc["shards"] = ck.shard_files();
+  if (const auto& run = ck.zero_run()) {
+    doc["zero"] = {{"stage", run->stage}, {"ranks", run->ranks}, {"bf16_files", run->bf16_files},
+                   {"deepspeed_version", run->deepspeed_version}, {"tag", run->tag}, {"files", ck.shard_files()}};
+  }
   if (ck.format() == CheckpointFormat::kSafetensors) {
     nlohmann::json metadata = nlohmann::json::object();
     if (ck.safetensors_metadata()) {
@@ -210,7 +214,13 @@ void print_human(const Checkpoint& ck, TorchVersion torch, const StatsReport* st
                  std::ostream& out) {
   out << printable(ck.file_name()) << ": " << format_name(ck.format()) << " checkpoint";
   if (ck.format() == CheckpointFormat::kZip) out << ", archive root '" << printable(ck.archive_root()) << "'";
-  if (ck.format() == CheckpointFormat::kShardIndex) {
+  if (const auto& run = ck.zero_run()) {
+    out << ": stage " << run->stage << ", " << run->ranks << " data-parallel ranks"
+        << (run->bf16_files ? ", bf16 training" : "") << ", tag '" << printable(run->tag) << "', DeepSpeed "
+        << printable(run->deepspeed_version.empty() ? "?" : run->deepspeed_version)
+        << "; the trainable parameters are its fp32 master weights\n";
+    for (const std::string& f : ck.shard_files()) out << "  also read: " << printable(f) << "\n";
+  } else if (ck.format() == CheckpointFormat::kShardIndex) {
     out << " of " << ck.shard_files().size() << " shards, no pickle\n";
     for (const std::string& f : ck.shard_files()) out << "  shard: " << printable(f) << "\n";
   } else if (ck.format() == CheckpointFormat::kSafetensors) {

@@ -56,6 +56,14 @@ void read_shard_index(CheckpointImpl& impl);
 /// `.metadata` (formats/dcp_format.cc, formats/dcp_metadata.h).
 void read_dcp_checkpoint(CheckpointImpl& impl);
 
+/// DeepSpeed ZeRO checkpoints, `impl.file` being the rank 0 model states
+/// file of a tag directory (formats/zero_format.cc).
+void read_zero_checkpoint(CheckpointImpl& impl);
+/// Whether `dir` is a ZeRO tag directory (it holds rank 0's model states).
+bool is_zero_tag_directory(const std::filesystem::path& dir);
+/// The rank 0 model states file of a ZeRO tag directory.
+std::filesystem::path zero_model_states_file(const std::filesystem::path& dir);
+
 /// Finds the file's format in the registry and reads it; refuses TorchScript
 /// archives, the tar format and files that are not checkpoints with a hint.
 void read_any_checkpoint(CheckpointImpl& impl);

@@ -17,6 +17,7 @@ std::string_view format_name(CheckpointFormat format) {
     case CheckpointFormat::kSafetensors: return "safetensors";
     case CheckpointFormat::kShardIndex: return "shard index";
     case CheckpointFormat::kDcp: return "distributed (DCP)";
+    case CheckpointFormat::kZero: return "DeepSpeed ZeRO";
   }
   return "?";
 }
@@ -136,6 +137,8 @@ std::vector<std::string> Checkpoint::shard_files() const {
   for (const auto& f : impl_->shards) out.push_back(f->name());
   return out;
 }
+
+const std::optional<ZeroRunInfo>& Checkpoint::zero_run() const { return impl_->zero; }
 
 const std::optional<std::vector<std::pair<std::string, std::string>>>& Checkpoint::safetensors_metadata() const {
   return impl_->safetensors_metadata;

@@ -147,6 +147,8 @@ struct CheckpointImpl {
     std::string what;                       ///< "chunk at [0,4] of tensor 'w' (… bytes at offset …)"
   };
   std::vector<EmbeddedZip> embedded_zips;
+  /// A DeepSpeed ZeRO checkpoint: what its files say of the run.
+  std::optional<ZeroRunInfo> zero;
   /// A safetensors input's `__metadata__` (written again when the output is
   /// safetensors too); nullopt when it has none or is not safetensors.
   std::optional<std::vector<std::pair<std::string, std::string>>> safetensors_metadata;

@@ -37,6 +37,9 @@ std::string VerifyReport::summary() const {
     } else if (format == CheckpointFormat::kDcp) {
       s = "distributed checkpoint: " + std::to_string(records) + " records of its " + std::to_string(zips) +
           " chunk and value zips (CRC-32 ok), ";
+    } else if (format == CheckpointFormat::kZero) {
+      s = "DeepSpeed ZeRO checkpoint: " + std::to_string(records) + " records of its " + std::to_string(zips) +
+          " files (CRC-32 ok), ";
     } else if (format == CheckpointFormat::kShardIndex) {
       s = "shard set: " + (records > 0 ? std::to_string(records) + " records of its torch shards (CRC-32 ok), "
                                        : std::string("safetensors shards (no CRCs; every byte read), "));
@@ -123,6 +126,16 @@ VerifyReport verify_input_file(const std::filesystem::path& path, const VerifyOp
     if (ck.format() == CheckpointFormat::kShardIndex) {
       for (const auto& shard : impl_of(ck).shards) {
         if (looks_like_zip(shard->head(4).span())) check_zip_crcs(shard, options, checker, report);
+      }
+    }
+    // A ZeRO checkpoint's files, every one whole: its master weights and
+    // moments (never read by a conversion) are checked too.
+    if (ck.format() == CheckpointFormat::kZero) {
+      check_zip_crcs(impl_of(ck).file, options, checker, report);
+      ++report.zips;
+      for (const auto& rank_file : impl_of(ck).shards) {
+        check_zip_crcs(rank_file, options, checker, report);
+        ++report.zips;
       }
     }
     report.format = ck.format();

@@ -1,0 +1,764 @@
+// DeepSpeed ZeRO checkpoints (a tag directory that engine.save_checkpoint
+// writes) as one state dict: what DeepSpeed's zero_to_fp32.py rebuilds,
+// without its losses (docs/formats.md, "DeepSpeed ZeRO").
+//
+// A tag directory holds, for tensor parallelism 1:
+//   mp_rank_00_model_states.pt                    stages 1 and 2: the module's
+//                                                 state dict in the training dtype,
+//                                                 param_shapes, buffer_names, ...
+//   zero_pp_rank_R_mp_rank_00_model_states.pt     stage 3: one per rank (buffers
+//                                                 whole, frozen parameters' fragments)
+//   [bf16_]zero_pp_rank_R_mp_rank_00_optim_states.pt   one per data-parallel rank:
+//                                                 its partitions of the flat fp32
+//                                                 master weights, and the Adam moments
+// Every file is a torch.save zip, opened by ckptfix's own reader (its
+// DeepSpeed classes read as data, never called). Only pickles are parsed:
+// each trainable parameter becomes a tensor whose bytes are gathered, when
+// written, from the byte ranges of the one or more rank partitions that hold
+// it (zip/gather_reader.h); the moments are never read.
+//
+// The state dict, in zero_to_fp32.py's order: buffers (in the dtype they
+// were saved with, where zero_to_fp32.py makes them float32), frozen
+// parameters (present in every stage, where zero_to_fp32.py drops them from
+// a stage 1 checkpoint), the trainable parameters' fp32 master weights, and
+// the tied names of `shared_params`, each the very tensor of its target.
+#include <algorithm>
+#include <cctype>
+#include <cstring>
+#include <filesystem>
+#include <map>
+#include <set>
+
+#include "ckptfix/error.h"
+#include "formats/named_files.h"
+#include "formats/registry.h"
+#include "io/bytes.h"
+#include "model/dict_selection.h"
+#include "model/graph_walk.h"
+#include "model/torch_objects.h"
+
+namespace ckptfix {
+namespace {
+
+Error corrupt(const std::string& message) { return Error(ErrorKind::kCorrupt, message); }
+
+// ---------------------------------------------------------------------------
+// The tag directory's files, by name.
+
+// Parses `digits` at the front of `s` (at most 9), advancing it.
+std::optional<uint32_t> take_number(std::string_view& s) {
+  size_t n = 0;
+  while (n < s.size() && n < 10 && std::isdigit(static_cast<unsigned char>(s[n]))) ++n;
+  if (n == 0 || n > 9) return std::nullopt;
+  uint32_t value = 0;
+  for (size_t i = 0; i < n; ++i) value = value * 10 + static_cast<uint32_t>(s[i] - '0');
+  s.remove_prefix(n);
+  return value;
+}
+
+bool take(std::string_view& s, std::string_view prefix) {
+  if (s.substr(0, prefix.size()) != prefix) return false;
+  s.remove_prefix(prefix.size());
+  return true;
+}
+
+enum class FileRole { kOther, kOptimizer, kModelStage3, kModel };
+
+struct NamedRole {
+  FileRole role = FileRole::kOther;
+  uint32_t rank = 0;     // data-parallel rank (optimizer, stage 3 model states)
+  uint32_t mp_rank = 0;  // tensor-parallel rank
+  bool bf16 = false;     // bf16_zero_pp_rank_...
+};
+
+// What a file name of a tag directory is, as DeepSpeed names them.
+NamedRole role_of(std::string_view name) {
+  NamedRole r;
+  std::string_view s = name;
+  if (take(s, "bf16_")) r.bf16 = true;
+  if (take(s, "zero_pp_rank_")) {
+    const auto rank = take_number(s);
+    if (!rank || !take(s, "_mp_rank_")) return {};
+    const auto mp = take_number(s);
+    if (!mp) return {};
+    r.rank = *rank;
+    r.mp_rank = *mp;
+    if (s == "_optim_states.pt") r.role = FileRole::kOptimizer;
+    else if (s == "_model_states.pt" && !r.bf16) r.role = FileRole::kModelStage3;
+    return r;
+  }
+  if (!r.bf16 && take(s, "mp_rank_")) {
+    const auto mp = take_number(s);
+    if (mp && s == "_model_states.pt") {
+      r.mp_rank = *mp;
+      r.role = FileRole::kModel;
+    }
+  }
+  return r;
+}
+
+struct TagFiles {
+  std::map<uint32_t, std::string> optimizer;  // rank -> file name
+  std::map<uint32_t, std::string> model_stage3;
+  bool model = false;  // mp_rank_00_model_states.pt
+  bool bf16 = false;
+};
+
+// Lists the tag directory; refuses what DeepSpeed writes for layouts this
+// reader does not rebuild, naming them.
+TagFiles list_tag_directory(const std::filesystem::path& dir, uint64_t max_files) {
+  TagFiles out;
+  std::error_code ec;
+  uint64_t seen = 0;
+  for (std::filesystem::directory_iterator it(dir, ec), end; !ec && it != end; it.increment(ec)) {
+    if (++seen > max_files) {
+      throw Error(ErrorKind::kLimit, "the directory holds more than " + std::to_string(max_files) +
+                                         " files (limit max_storages)")
+          .in_file(dir.string());
+    }
+    const std::string name = it->path().filename().string();
+    if (name.size() > 6 && name.substr(0, 6) == "layer_" && name.find("model_states.pt") != std::string::npos) {
+      throw Error(ErrorKind::kUnsupported, "'" + name + "' is a pipeline stage's layer file: ckptfix rebuilds ZeRO "
+                                                        "checkpoints without pipeline parallelism")
+          .in_file(dir.string());
+    }
+    if (name.substr(0, 10) == "expp_rank_") {
+      throw Error(ErrorKind::kUnsupported, "'" + name + "' is an expert-parallel (MoE) file: ckptfix rebuilds ZeRO "
+                                                        "checkpoints without expert parallelism")
+          .in_file(dir.string());
+    }
+    const NamedRole r = role_of(name);
+    if (r.role == FileRole::kOther) continue;
+    if (r.mp_rank != 0) {
+      throw Error(ErrorKind::kUnsupported, "'" + name + "' belongs to tensor-parallel rank " + std::to_string(r.mp_rank) +
+                                               ": ckptfix rebuilds ZeRO checkpoints of tensor parallelism 1")
+          .in_file(dir.string());
+    }
+    if (r.role == FileRole::kOptimizer) {
+      if (!out.optimizer.empty() && out.bf16 != r.bf16) {
+        throw corrupt("it holds optimizer files both with and without the bf16_ prefix ('" + name +
+                      "'): files of two runs?")
+            .in_file(dir.string());
+      }
+      out.bf16 = r.bf16;
+      out.optimizer[r.rank] = name;
+    } else if (r.role == FileRole::kModelStage3) {
+      out.model_stage3[r.rank] = name;
+    } else {
+      out.model = true;
+    }
+  }
+  if (ec) throw Error(ErrorKind::kIo, "cannot list the directory: " + ec.message()).in_file(dir.string());
+  return out;
+}
+
+// ---------------------------------------------------------------------------
+// Reading DeepSpeed's pickles as data.
+
+// The value under `key` of a dict (plain or OrderedDict), or null.
+const Value* entry(const Value* dict, std::string_view key) {
+  if (dict == nullptr || !is_dict_like(*dict)) return nullptr;
+  for (const auto& [k, v] : dict->entries()) {
+    if (k->is_str() && k->str() == key) return v;
+  }
+  return nullptr;
+}
+
+bool is_none(const Value* v) { return v == nullptr || v->kind == ValueKind::kNone; }
+
+// One opened file of the set, with what messages name it by.
+struct OpenedFile {
+  std::optional<Checkpoint> checkpoint;
+  uint32_t input = 0;  // CheckpointImpl::file (0) or shards[input - 1]
+  std::string name;    // the file's path, for messages
+
+  const CheckpointImpl& impl() const { return impl_of(*checkpoint); }
+  const Value* root() const { return impl().root; }
+  Error error(ErrorKind kind, const std::string& message, const std::string& at) const {
+    Error e(kind, message);
+    e.in_file(name);
+    if (!at.empty()) e.at(at);
+    return e;
+  }
+  const Value* require(const Value* dict, std::string_view key, const std::string& what) const {
+    const Value* v = entry(dict, key);
+    if (v == nullptr) {
+      throw error(ErrorKind::kCorrupt, "it has no '" + std::string(key) + "' (is it a DeepSpeed " + what + " file?)", "");
+    }
+    return v;
+  }
+  int64_t integer(const Value* v, const std::string& at) const {
+    if (v == nullptr || v->kind != ValueKind::kInt) throw error(ErrorKind::kCorrupt, "expected an int", at);
+    return v->integer;
+  }
+  // A torch.Size(...) object, or a tuple/list of ints: a shape.
+  std::vector<int64_t> shape(const Value* v, const std::string& at) const {
+    if (v != nullptr && v->kind == ValueKind::kObject && v->callable() != nullptr &&
+        v->callable()->is_global("torch", "Size") && v->args() != nullptr && v->args()->items.size() == 1) {
+      v = v->args()->items[0];
+    }
+    if (v == nullptr || (v->kind != ValueKind::kTuple && v->kind != ValueKind::kList)) {
+      throw error(ErrorKind::kCorrupt, "expected a torch.Size", at);
+    }
+    std::vector<int64_t> dims;
+    for (const Value* d : v->items) {
+      if (d->kind != ValueKind::kInt || d->integer < 0) throw error(ErrorKind::kCorrupt, "a size is not a non-negative int", at);
+      dims.push_back(d->integer);
+    }
+    return dims;
+  }
+  // The tensor a value is (a plain, dense tensor with its storage in this file).
+  const Tensor& tensor(const Value* v, const std::string& at) const {
+    const Tensor* t = v == nullptr ? nullptr : impl().tensor_of(v);
+    if (t == nullptr || t->kind != TensorKind::kDense || t->storage < 0) {
+      throw error(ErrorKind::kCorrupt, "expected a tensor", at);
+    }
+    return *t;
+  }
+  const Storage& storage(const Tensor& t) const { return impl().storages[static_cast<size_t>(t.storage)]; }
+};
+
+// Elements of a shape, refusing a product past 2^62.
+uint64_t checked_numel(const std::vector<int64_t>& shape, const OpenedFile& f, const std::string& at) {
+  uint64_t n = 1;
+  for (int64_t d : shape) {
+    const auto next = checked_mul(n, static_cast<uint64_t>(d));
+    if (!next || *next > (uint64_t{1} << 62)) throw f.error(ErrorKind::kCorrupt, "its shape " + shape_text(shape) + " overflows", at);
+    n = *next;
+  }
+  return n;
+}
+
+// A rank's flat partition: a 1-D tensor over a stored storage record.
+struct Partition {
+  const OpenedFile* file = nullptr;
+  std::shared_ptr<const InputFile> input;
+  uint64_t numel = 0;           // elements of the partition tensor
+  uint64_t storage_offset = 0;  // of the tensor in its storage, in elements
+  uint64_t record_offset = 0;   // the storage record's first byte in the file
+  uint64_t record_bytes = 0;
+  uint32_t crc32 = 0;
+  DType dtype = DType::kFloat32;
+  std::string what;
+};
+
+Partition partition(const OpenedFile& f, const std::shared_ptr<const InputFile>& input, const Value* v,
+                    const std::string& what) {
+  const Tensor& t = f.tensor(v, what);
+  const Storage& s = f.storage(t);
+  if (t.shape.size() != 1 || (t.shape[0] > 1 && t.stride[0] != 1)) {
+    throw f.error(ErrorKind::kCorrupt, "a flat partition is a contiguous 1-D tensor, and this one has shape " +
+                                           shape_text(t.shape),
+                  what);
+  }
+  if (s.source.encoding != StorageSource::Encoding::kStored || s.big_endian) {
+    throw f.error(ErrorKind::kUnsupported, "the partition's storage is compressed or big-endian, which torch.save never writes", what);
+  }
+  if (!is_floating(t.dtype)) {
+    throw f.error(ErrorKind::kCorrupt, "a partition of master weights is floating point, and this one is " +
+                                           std::string(dtype_name(t.dtype)),
+                  what);
+  }
+  Partition p;
+  p.file = &f;
+  p.input = input;
+  p.numel = static_cast<uint64_t>(t.shape[0]);
+  p.storage_offset = static_cast<uint64_t>(t.storage_offset);
+  p.record_offset = s.source.offset;
+  p.record_bytes = s.nbytes;
+  p.crc32 = s.source.crc32;
+  p.dtype = t.dtype;
+  p.what = what;
+  // Validated views (open_named_file) lie inside their storages.
+  return p;
+}
+
+// ---------------------------------------------------------------------------
+// Building the state dict.
+
+class Builder {
+ public:
+  explicit Builder(CheckpointImpl& impl) : impl_(impl), g_(impl.graph) {
+    root_ = begin_built_state_dict(impl);
+  }
+  Value* root() const { return root_; }
+  bool has(const std::string& key) const { return index_.count(key) != 0; }
+  Value* value_of(const std::string& key) const { return root_->entries()[index_.at(key)].second; }
+
+  // Puts key -> value: replaces an existing key in place (as a Python dict
+  // assignment does), else appends.
+  void put(const std::string& key, Value* value) {
+    if (auto it = index_.find(key); it != index_.end()) {
+      root_->entries()[it->second].second = value;
+      return;
+    }
+    index_[key] = root_->entries().size();
+    root_->entries().emplace_back(g_.make_str(key), value);
+  }
+
+  // A tensor of `f` as it is saved there (a buffer, a frozen parameter):
+  // the same view of a copy of its storage (shared by tensors of one storage).
+  Value* copied_tensor(const OpenedFile& f, const Tensor& t) {
+    auto [it, fresh] = copied_.emplace(std::make_pair(f.input, t.storage), static_cast<int32_t>(impl_.storages.size()));
+    if (fresh) {
+      Storage copy = f.storage(t);
+      copy.input = f.input;
+      copy.key = std::to_string(impl_.storages.size());
+      copy.source.record = std::filesystem::path(f.name).filename().string() + ": " + copy.source.record;
+      impl_.storages.push_back(std::move(copy));
+    }
+    Value* call = g_.make(ValueKind::kObject);
+    make_rebuild_call(g_, *call, impl_.storages, it->second, t.storage_offset, t.shape, t.stride, false,
+                      root_->callable());
+    return call;
+  }
+
+  // A parameter of `shape` whose numel elements are the concatenation of
+  // `pieces` (partition, first element in it, count), in order.
+  struct Piece {
+    const Partition* partition;
+    uint64_t first;
+    uint64_t count;
+  };
+  Value* gathered_tensor(const std::string& name, const std::vector<int64_t>& shape, DType dtype,
+                         const std::vector<Piece>& pieces) {
+    auto plan = std::make_shared<GatherPlan>();
+    uint64_t numel = 0;
+    for (const Piece& p : pieces) numel += p.count;
+    plan->shape = {static_cast<int64_t>(numel)};
+    plan->element_size = element_size(dtype);
+    plan->what = "parameter '" + name + "'";
+    uint64_t at = 0;
+    for (const Piece& p : pieces) {
+      if (p.count == 0) continue;
+      GatherChunk c;
+      c.offsets = {static_cast<int64_t>(at)};
+      c.sizes = {static_cast<int64_t>(p.count)};
+      c.file = p.partition->input;
+      c.data_offset = p.partition->record_offset;
+      c.data_bytes = p.partition->record_bytes;
+      c.crc32 = p.partition->crc32;
+      c.storage_offset = static_cast<int64_t>(p.partition->storage_offset + p.first);
+      c.strides = {1};
+      c.what = p.partition->what + " (elements " + std::to_string(p.first) + " to " + std::to_string(p.first + p.count) +
+               " for parameter '" + name + "')";
+      plan->chunks.push_back(std::move(c));
+      at += p.count;
+    }
+    Storage s;
+    s.key = std::to_string(impl_.storages.size());
+    s.dtype = dtype;
+    s.untyped = !storage_class_name(dtype);
+    s.nbytes = numel * plan->element_size;
+    s.numel = s.untyped ? s.nbytes : numel;
+    s.location = "cpu";
+    s.source.encoding = StorageSource::Encoding::kGathered;
+    s.source.length = s.nbytes;
+    s.source.record = "parameter '" + name + "' (from " + std::to_string(plan->chunks.size()) + " partition ranges)";
+    s.gather = std::move(plan);
+    impl_.storages.push_back(std::move(s));
+    Value* call = g_.make(ValueKind::kObject);
+    make_rebuild_call(g_, *call, impl_.storages, static_cast<int32_t>(impl_.storages.size() - 1), 0, shape,
+                      contiguous_strides(shape), false, root_->callable());
+    return call;
+  }
+
+ private:
+  CheckpointImpl& impl_;
+  ValueGraph& g_;
+  Value* root_ = nullptr;
+  std::map<std::string, size_t> index_;
+  std::map<std::pair<uint32_t, int32_t>, int32_t> copied_;  // (file, its storage) -> ours
+};
+
+// The parameters of param_shapes: each group an ordered dict name -> size.
+struct ParamShape {
+  std::string name;
+  std::vector<int64_t> shape;
+  uint64_t numel = 0;
+};
+std::vector<std::vector<ParamShape>> param_shapes(const OpenedFile& model) {
+  const Value* groups = model.require(model.root(), "param_shapes", "model states");
+  if (groups->kind != ValueKind::kList && groups->kind != ValueKind::kTuple) {
+    throw model.error(ErrorKind::kCorrupt, "param_shapes is not a list", "param_shapes");
+  }
+  std::vector<std::vector<ParamShape>> out;
+  for (size_t g = 0; g < groups->items.size(); ++g) {
+    const Value* group = groups->items[g];
+    const std::string at = "param_shapes[" + std::to_string(g) + "]";
+    if (!is_dict_like(*group)) throw model.error(ErrorKind::kCorrupt, "expected a dict of parameter sizes", at);
+    std::vector<ParamShape>& shapes = out.emplace_back();
+    for (const auto& [k, v] : group->entries()) {
+      if (!k->is_str()) throw model.error(ErrorKind::kCorrupt, "a parameter name is not a str", at);
+      ParamShape p;
+      p.name = std::string(k->str());
+      p.shape = model.shape(v, at + "['" + p.name + "']");
+      p.numel = checked_numel(p.shape, model, at + "['" + p.name + "']");
+      shapes.push_back(std::move(p));
+    }
+  }
+  return out;
+}
+
+std::vector<std::string> str_list(const OpenedFile& f, const Value* v, const std::string& at) {
+  std::vector<std::string> out;
+  if (is_none(v)) return out;
+  if (v->kind != ValueKind::kList && v->kind != ValueKind::kTuple) throw f.error(ErrorKind::kCorrupt, "expected a list of names", at);
+  for (const Value* s : v->items) {
+    if (!s->is_str()) throw f.error(ErrorKind::kCorrupt, "expected a list of names", at);
+    out.emplace_back(s->str());
+  }
+  return out;
+}
+
+// ZeroStageEnum(N) (or a plain int): the stage.
+int64_t zero_stage(const OpenedFile& f, const Value* v) {
+  if (v != nullptr && v->kind == ValueKind::kObject && v->args() != nullptr && v->args()->items.size() == 1) {
+    v = v->args()->items[0];
+  }
+  const int64_t stage = f.integer(v, "optimizer_state_dict/zero_stage");
+  if (stage < 1 || stage > 3) throw f.error(ErrorKind::kCorrupt, "ZeRO stage " + std::to_string(stage) + " is not 1, 2 or 3", "optimizer_state_dict/zero_stage");
+  return stage;
+}
+
+}  // namespace
+
+bool is_zero_tag_directory(const std::filesystem::path& dir) {
+  std::error_code ec;
+  return std::filesystem::is_regular_file(dir / "mp_rank_00_model_states.pt", ec) ||
+         std::filesystem::is_regular_file(dir / "zero_pp_rank_0_mp_rank_00_model_states.pt", ec);
+}
+
+std::filesystem::path zero_model_states_file(const std::filesystem::path& dir) {
+  std::error_code ec;
+  const std::filesystem::path stage12 = dir / "mp_rank_00_model_states.pt";
+  return std::filesystem::is_regular_file(stage12, ec) ? stage12 : dir / "zero_pp_rank_0_mp_rank_00_model_states.pt";
+}
+
+void read_zero_checkpoint(CheckpointImpl& impl) {
+  const std::filesystem::path dir = impl.file->path().parent_path();
+  const TagFiles files = list_tag_directory(dir.empty() ? "." : dir, std::max<uint64_t>(impl.limits.max_storages, 4096));
+  impl.format = CheckpointFormat::kZero;
+  OpenOptions options;
+  options.limits = impl.limits;
+  NamedFiles named(impl.file, "rank file");
+
+  // The model states: rank 0's (this checkpoint's own file) says the layout.
+  OpenedFile model0;
+  model0.name = impl.file->name();
+  model0.checkpoint = open_named_file(impl.file, "model states file", options);
+  model0.input = 0;
+  const Value* root = model0.root();
+  const Value* module = model0.require(root, "module", "model states");
+  if (!is_dict_like(*module)) throw model0.error(ErrorKind::kCorrupt, "'module' is not a state dict", "module");
+  const std::vector<std::string> buffer_names = str_list(model0, model0.require(root, "buffer_names", "model states"), "buffer_names");
+  const std::vector<std::vector<ParamShape>> groups = param_shapes(model0);
+  const Value* frozen_shapes = entry(root, "frozen_param_shapes");
+  const Value* shared = entry(root, "shared_params");
+  const Value* version = entry(root, "ds_version");
+  const bool stage3_model = role_of(impl.file->path().filename().string()).role == FileRole::kModelStage3;
+
+  // Every rank's optimizer file: its partitions of the master weights.
+  if (files.optimizer.empty()) {
+    throw corrupt("no *_optim_states.pt file: the master weights are in the optimizer files, and none is here (was "
+                  "the checkpoint saved with exclude_frozen_parameters or without its optimizer?)")
+        .in_file(dir.string());
+  }
+  const uint32_t world = static_cast<uint32_t>(files.optimizer.size());
+  if (files.optimizer.rbegin()->first != world - 1) {
+    for (uint32_t r = 0; r < world; ++r) {
+      if (files.optimizer.count(r) == 0) {
+        throw corrupt("the optimizer file of rank " + std::to_string(r) + " is missing (ranks up to " +
+                      std::to_string(files.optimizer.rbegin()->first) + " are here)")
+            .in_file(dir.string());
+      }
+    }
+  }
+  if (const Value* dp = entry(root, "dp_world_size"); dp != nullptr && dp->kind == ValueKind::kInt &&
+                                                      dp->integer != static_cast<int64_t>(world)) {
+    throw corrupt("the model states say " + std::to_string(dp->integer) + " data-parallel ranks, and " +
+                  std::to_string(world) + " optimizer files are here")
+        .in_file(dir.string());
+  }
+  std::vector<OpenedFile> optim(world);
+  int64_t stage = 0;
+  const char* groups_key = nullptr;
+  std::vector<std::vector<Partition>> partitions(world);  // [rank][group]
+  for (uint32_t r = 0; r < world; ++r) {
+    const std::string& name = files.optimizer.at(r);
+    OpenedFile& f = optim[r];
+    f.name = (dir / name).string();
+    const auto& input = named.open(name, "rank " + std::to_string(r));
+    f.checkpoint = open_named_file(input, "optimizer file", options);
+    impl.shards.push_back(input);
+    f.input = static_cast<uint32_t>(impl.shards.size());
+    const Value* osd = f.require(f.root(), "optimizer_state_dict", "optimizer states");
+    // DeepSpeed's BF16_Optimizer (bf16 with ZeRO stage 1) records no stage.
+    const Value* stage_value = entry(osd, "zero_stage");
+    const int64_t rank_stage = stage_value == nullptr ? 1 : zero_stage(f, stage_value);
+    if (r == 0) {
+      stage = rank_stage;
+      groups_key = stage == 3 ? "fp32_flat_groups" : "single_partition_of_fp32_groups";
+    } else if (rank_stage != stage) {
+      throw f.error(ErrorKind::kCorrupt, "it is a ZeRO stage " + std::to_string(rank_stage) + " file, and rank 0's is stage " +
+                                             std::to_string(stage) + ": files of two runs?",
+                    "optimizer_state_dict/zero_stage");
+    }
+    if (const Value* count = entry(osd, "partition_count"); count != nullptr) {
+      int64_t most = 0;
+      if (count->kind == ValueKind::kInt) most = count->integer;
+      for (const Value* c : count->items) most = std::max(most, c->kind == ValueKind::kInt ? c->integer : 0);
+      if (most != static_cast<int64_t>(world)) {
+        throw f.error(ErrorKind::kCorrupt, "it was saved by one of " + std::to_string(most) + " ranks, and " +
+                                              std::to_string(world) + " optimizer files are here",
+                      "optimizer_state_dict/partition_count");
+      }
+    }
+    const Value* flat = f.require(osd, groups_key, "ZeRO optimizer");
+    if (flat->kind != ValueKind::kList && flat->kind != ValueKind::kTuple) {
+      throw f.error(ErrorKind::kCorrupt, "expected a list of tensors", std::string("optimizer_state_dict/") + groups_key);
+    }
+    for (size_t g = 0; g < flat->items.size(); ++g) {
+      partitions[r].push_back(partition(f, input, flat->items[g],
+                                        std::string("optimizer_state_dict/") + groups_key + "/" + std::to_string(g)));
+    }
+    if (partitions[r].size() != partitions[0].size()) {
+      throw f.error(ErrorKind::kCorrupt, "it has " + std::to_string(partitions[r].size()) + " parameter groups, and rank 0's has " +
+                                             std::to_string(partitions[0].size()) + ": files of two runs?",
+                    groups_key);
+    }
+  }
+  if ((stage == 3) != stage3_model) {
+    throw corrupt(stage == 3 ? "the optimizer files are ZeRO stage 3, whose model states are one file per rank "
+                               "(zero_pp_rank_0_mp_rank_00_model_states.pt)"
+                             : "the optimizer files are ZeRO stage " + std::to_string(stage) +
+                                   ", whose model states are mp_rank_00_model_states.pt")
+        .in_file(impl.file->name());
+  }
+  const DType master = partitions[0].empty() ? DType::kFloat32 : partitions[0][0].dtype;
+  for (const auto& rank : partitions) {
+    for (const Partition& p : rank) {
+      if (p.dtype != master) {
+        throw p.file->error(ErrorKind::kCorrupt, "a partition is " + std::string(dtype_name(p.dtype)) + " and rank 0's first is " +
+                                                     std::string(dtype_name(master)),
+                            p.what);
+      }
+    }
+  }
+
+  // Stage 3: every rank's model states (its fragments of frozen parameters).
+  std::vector<OpenedFile> models3;
+  if (stage == 3) {
+    models3.resize(world);
+    for (uint32_t r = 0; r < world; ++r) {
+      if (r == 0) continue;
+      const auto found = files.model_stage3.find(r);
+      if (found == files.model_stage3.end()) {
+        throw corrupt("the model states file of rank " + std::to_string(r) + " is missing").in_file(dir.string());
+      }
+      OpenedFile& f = models3[r];
+      f.name = (dir / found->second).string();
+      const auto& input = named.open(found->second, "rank " + std::to_string(r));
+      f.checkpoint = open_named_file(input, "model states file", options);
+      impl.shards.push_back(input);
+      f.input = static_cast<uint32_t>(impl.shards.size());
+    }
+  }
+  const OpenedFile& model_of_rank0 = model0;
+  auto model_of = [&](uint32_t r) -> const OpenedFile& { return r == 0 ? model_of_rank0 : models3[r]; };
+
+  Builder out(impl);
+  // Buffers: as the module saved them, in its order.
+  const std::set<std::string> buffers(buffer_names.begin(), buffer_names.end());
+  std::set<std::string> trainable;
+  for (const auto& group : groups) {
+    for (const ParamShape& p : group) {
+      if (!trainable.insert(p.name).second) {
+        throw model0.error(ErrorKind::kCorrupt, "parameter '" + p.name + "' is in param_shapes twice", "param_shapes");
+      }
+    }
+  }
+  for (const auto& [k, v] : module->entries()) {
+    if (!k->is_str() || buffers.count(std::string(k->str())) == 0) continue;
+    const std::string key(k->str());
+    out.put(key, out.copied_tensor(model0, model0.tensor(v, "module/" + key)));
+  }
+  // Frozen parameters.
+  if (!is_none(frozen_shapes)) {
+    if (!is_dict_like(*frozen_shapes)) throw model0.error(ErrorKind::kCorrupt, "expected a dict of sizes", "frozen_param_shapes");
+    for (const auto& [k, v] : frozen_shapes->entries()) {
+      if (!k->is_str()) throw model0.error(ErrorKind::kCorrupt, "a parameter name is not a str", "frozen_param_shapes");
+      const std::string name(k->str());
+      const std::string at = "frozen_param_fragments/" + name;
+      const std::vector<int64_t> shape = model0.shape(v, "frozen_param_shapes/" + name);
+      const uint64_t numel = checked_numel(shape, model0, "frozen_param_shapes/" + name);
+      if (stage != 3) {
+        const Tensor& t = model0.tensor(entry(entry(root, "frozen_param_fragments"), name), at);
+        if (t.shape != shape) {
+          throw model0.error(ErrorKind::kCorrupt, "the fragment has shape " + shape_text(t.shape) + " and frozen_param_shapes says " +
+                                                      shape_text(shape),
+                              at);
+        }
+        out.put(name, out.copied_tensor(model0, t));
+        continue;
+      }
+      // Stage 3: each rank holds ceil(numel / world) elements; concatenated, then cut to numel.
+      const uint64_t per_rank = (numel + world - 1) / world;
+      std::vector<Partition> fragments(world);
+      std::vector<Builder::Piece> pieces;
+      DType dtype = DType::kFloat32;
+      for (uint32_t r = 0; r < world; ++r) {
+        const OpenedFile& f = model_of(r);
+        fragments[r] = partition(f, f.input == 0 ? impl.file : impl.shards[f.input - 1],
+                                 entry(entry(f.root(), "frozen_param_fragments"), name), at);
+        if (r == 0) dtype = fragments[r].dtype;
+        if (fragments[r].dtype != dtype || fragments[r].numel != per_rank) {
+          throw f.error(ErrorKind::kCorrupt, "the fragment has " + std::to_string(fragments[r].numel) + " " +
+                                                 std::string(dtype_name(fragments[r].dtype)) + " elements, and " +
+                                                 std::to_string(per_rank) + " " + std::string(dtype_name(dtype)) +
+                                                 " were expected",
+                        at);
+        }
+      }
+      for (uint32_t r = 0; r < world; ++r) {
+        const uint64_t first = uint64_t{r} * per_rank;
+        if (first >= numel) break;
+        pieces.push_back({&fragments[r], 0, std::min(per_rank, numel - first)});
+      }
+      out.put(name, out.gathered_tensor(name, shape, dtype, pieces));
+    }
+  } else {
+    // ZeRO stage 1 records no frozen parameters (zero_to_fp32.py loses
+    // them); the module's state dict holds them whole.
+    for (const auto& [k, v] : module->entries()) {
+      if (!k->is_str()) continue;
+      const std::string key(k->str());
+      if (buffers.count(key) != 0 || trainable.count(key) != 0) continue;
+      if (shared != nullptr && entry(shared, key) != nullptr) continue;  // a tied name: added below
+      out.put(key, out.copied_tensor(model0, model0.tensor(v, "module/" + key)));
+    }
+  }
+
+  // The trainable parameters' master weights.
+  if (stage != 3) {
+    if (groups.size() != partitions[0].size()) {
+      throw model0.error(ErrorKind::kCorrupt, "param_shapes has " + std::to_string(groups.size()) +
+                                                  " groups, and the optimizer files have " +
+                                                  std::to_string(partitions[0].size()),
+                         "param_shapes");
+    }
+    for (size_t g = 0; g < groups.size(); ++g) {
+      // The group's partitions, concatenated in rank order, hold its
+      // parameters one after another from the start.
+      uint64_t total = 0;
+      std::vector<uint64_t> base(world);
+      for (uint32_t r = 0; r < world; ++r) {
+        base[r] = total;
+        total += partitions[r][g].numel;
+      }
+      uint64_t offset = 0;
+      for (const ParamShape& p : groups[g]) {
+        if (p.numel > total - offset) {
+          throw optim[world - 1].error(ErrorKind::kCorrupt,
+                                       "parameter '" + p.name + "' (" + std::to_string(p.numel) + " elements at " +
+                                           std::to_string(offset) + ") runs past the end of the partitions of group " +
+                                           std::to_string(g) + " (" + std::to_string(total) + " elements in all)",
+                                       partitions[world - 1][g].what);
+        }
+        std::vector<Builder::Piece> pieces;
+        for (uint32_t r = 0; r < world; ++r) {
+          const uint64_t from = std::max(offset, base[r]);
+          const uint64_t to = std::min(offset + p.numel, base[r] + partitions[r][g].numel);
+          if (from < to) pieces.push_back({&partitions[r][g], from - base[r], to - from});
+        }
+        out.put(p.name, out.gathered_tensor(p.name, p.shape, master, pieces));
+        offset += p.numel;
+      }
+      // What zero_to_fp32.py checks: the parameters use the partitions up
+      // to DeepSpeed's padding (alignment to 2 * ranks).
+      const uint64_t align = 2 * uint64_t{world};
+      auto aligned = [&](uint64_t x) { return (x + align - 1) / align * align; };
+      if (aligned(offset) != aligned(total)) {
+        throw optim[0].error(ErrorKind::kCorrupt, "the parameters of group " + std::to_string(g) + " use " + std::to_string(offset) +
+                                                      " of the partitions' " + std::to_string(total) +
+                                                      " elements: the model states and optimizer files disagree "
+                                                      "(files of two runs?)",
+                             partitions[0][g].what);
+      }
+    }
+  } else {
+    // Stage 3: each parameter is ceil(numel / world) elements of every
+    // rank's flat buffer (its groups one after another), at the same offset
+    // on every rank; concatenated in rank order, then cut to numel.
+    std::vector<uint64_t> group_start{0};
+    for (const Partition& p : partitions[0]) group_start.push_back(group_start.back() + p.numel);
+    for (uint32_t r = 1; r < world; ++r) {
+      for (size_t g = 0; g < partitions[r].size(); ++g) {
+        if (partitions[r][g].numel != partitions[0][g].numel) {
+          throw optim[r].error(ErrorKind::kCorrupt, "its group " + std::to_string(g) + " has " + std::to_string(partitions[r][g].numel) +
+                                                        " elements, and rank 0's has " + std::to_string(partitions[0][g].numel),
+                               partitions[r][g].what);
+        }
+      }
+    }
+    const uint64_t per_rank_total = group_start.back();
+    uint64_t offset = 0;
+    for (const auto& group : groups) {
+      for (const ParamShape& p : group) {
+        const uint64_t per_rank = (p.numel + world - 1) / world;
+        if (per_rank > per_rank_total - offset) {
+          throw optim[0].error(ErrorKind::kCorrupt, "parameter '" + p.name + "' (" + std::to_string(per_rank) +
+                                                        " elements per rank at " + std::to_string(offset) +
+                                                        ") runs past the end of the flat groups (" +
+                                                        std::to_string(per_rank_total) + " elements per rank)",
+                               std::string("optimizer_state_dict/") + groups_key);
+        }
+        std::vector<Builder::Piece> pieces;
+        for (uint32_t r = 0; r < world; ++r) {
+          const uint64_t first = uint64_t{r} * per_rank;
+          if (first >= p.numel) break;
+          uint64_t want = std::min(per_rank, p.numel - first);
+          uint64_t at = offset;  // in rank r's flat buffer
+          for (size_t g = 0; g < partitions[r].size() && want > 0; ++g) {
+            if (at >= group_start[g + 1]) continue;
+            const uint64_t n = std::min(want, group_start[g + 1] - at);
+            pieces.push_back({&partitions[r][g], at - group_start[g], n});
+            at += n;
+            want -= n;
+          }
+        }
+        out.put(p.name, out.gathered_tensor(p.name, p.shape, master, pieces));
+        offset += per_rank;
+      }
+    }
+    if (offset != per_rank_total) {
+      throw optim[0].error(ErrorKind::kCorrupt, "the parameters use " + std::to_string(offset) + " of the flat groups' " +
+                                                    std::to_string(per_rank_total) +
+                                                    " elements per rank: the model states and optimizer files "
+                                                    "disagree (files of two runs?)",
+                           std::string("optimizer_state_dict/") + groups_key);
+    }
+  }
+
+  // Tied parameters: the name is the very tensor of its target.
+  if (!is_none(shared)) {
+    if (!is_dict_like(*shared)) throw model0.error(ErrorKind::kCorrupt, "expected a dict of names", "shared_params");
+    for (const auto& [k, v] : shared->entries()) {
+      if (!k->is_str() || !v->is_str()) throw model0.error(ErrorKind::kCorrupt, "expected a dict of names", "shared_params");
+      const std::string target(v->str());
+      if (out.has(target)) out.put(std::string(k->str()), out.value_of(target));
+    }
+  }
+
+  impl.root = out.root();
+  ZeroRunInfo& run = impl.zero.emplace();
+  run.stage = static_cast<int>(stage);
+  run.ranks = world;
+  run.bf16_files = files.bf16;
+  run.deepspeed_version = version != nullptr && version->is_str() ? std::string(version->str()) : std::string();
+  run.tag = dir.filename().string();
+  build_tensor_table(impl);
+  note_state_dict_globals(impl);
+}
+
+}  // namespace ckptfix
