@@ -144,6 +144,21 @@ def graph_seeds(fixtures):
             yield os.path.relpath(root, fixtures).replace(os.sep, "-") + "-link", \
                 b"".join(rest) + graph_entry(1, first, ".metadata")
             yield os.path.relpath(root, fixtures).replace(os.sep, "-") + "-fifo", b"".join(rest) + graph_entry(3, first, "")
+    # DeepSpeed ZeRO tag directories (the scratch directory is the tag
+    # directory), and each with a rank's optimizer file cut in half.
+    zero = os.path.join(fixtures, "torch2.14", "zero")
+    for case in sorted(os.listdir(zero)) if os.path.isdir(zero) else []:
+        tag = os.path.join(zero, case, "global_step2")
+        if not os.path.isdir(tag):
+            continue
+        files = {}
+        for f in sorted(os.listdir(tag)):
+            with open(os.path.join(tag, f), "rb") as fh:
+                files[f] = fh.read()
+        yield "zero-" + case, b"".join(graph_entry(0, f, d) for f, d in files.items())
+        cut = next(f for f in sorted(files) if f.endswith("_optim_states.pt") and "rank_1_" in f)
+        yield "zero-" + case + "-cut", b"".join(
+            graph_entry(0, f, d[:len(d) // 2] if f == cut else d) for f, d in files.items())
     shards = dict(safetensors_seeds())
     one, two = shards["metadata"], shards["scalar-and-empty"]
     index = {"metadata": {}, "weight_map": {"w": "a.safetensors", "s": "b.safetensors", "e": "b.safetensors",
