@@ -60,7 +60,9 @@ TEST(PointerMap, KeepsTheFirstValueOfEachKey) {
     const uint64_t* got = map.find(&v);
     const auto it = expected.find(&v);
     ASSERT_EQ(got != nullptr, it != expected.end());
-    if (got != nullptr) EXPECT_EQ(*got, it->second);
+    if (got != nullptr) {
+      EXPECT_EQ(*got, it->second);
+    }
   }
 }
 
@@ -91,7 +93,9 @@ TEST(PointerMap, ValuesFollowTheirKeysThroughErasesAndAssignments) {
     const uint64_t* got = map.find(&v);
     const auto it = expected.find(&v);
     ASSERT_EQ(got != nullptr, it != expected.end());
-    if (got != nullptr) EXPECT_EQ(*got, it->second);
+    if (got != nullptr) {
+      EXPECT_EQ(*got, it->second);
+    }
   }
 }
 
