@@ -42,9 +42,10 @@ std::filesystem::path latest_tag_directory(const std::filesystem::path& dir) {
 }
 
 Checkpoint open_input(std::shared_ptr<const InputFile> file, const OpenOptions& options, Reading reading,
-                      std::string_view named_as = {}, SalvageLog* salvage = nullptr) {
+                      std::string_view named_as = {}, SalvageLog* salvage = nullptr, bool gadgets_as_data = false) {
   auto impl = std::make_unique<CheckpointImpl>();
   impl->file = std::move(file);
+  impl->gadgets_as_data = gadgets_as_data;
   impl->salvage = salvage;
   impl->limits = options.limits;
   impl->leave_payloads_in_file = options.leave_payloads_in_file;
@@ -118,6 +119,10 @@ Checkpoint Checkpoint::from_bytes(std::string bytes, std::string name, const Ope
 Checkpoint open_named_file(std::shared_ptr<const InputFile> file, std::string_view kind, const OpenOptions& options,
                            SalvageLog* salvage) {
   return open_input(std::move(file), options, Reading::kNamedFile, kind, salvage);
+}
+
+Checkpoint open_data_file(std::shared_ptr<const InputFile> file, std::string_view kind, const OpenOptions& options) {
+  return open_input(std::move(file), options, Reading::kNamedFile, kind, nullptr, true);
 }
 
 }  // namespace ckptfix

@@ -81,6 +81,13 @@ void read_named_checkpoint(CheckpointImpl& impl, std::string_view kind);
 Checkpoint open_named_file(std::shared_ptr<const InputFile> file, std::string_view kind, const OpenOptions& options,
                            SalvageLog* salvage = nullptr);
 
+/// open_named_file for a file whose pickle is only read as data: nothing of
+/// it is ever written out or called (a DeepSpeed ZeRO checkpoint's files,
+/// from which the reader takes sizes, names and byte ranges). A known
+/// gadget's global there is recorded, not refused: Python 3.11 pickles an
+/// enum member as getattr(EnumClass, 'name'), as DeepSpeed's ZeroStageEnum.
+Checkpoint open_data_file(std::shared_ptr<const InputFile> file, std::string_view kind, const OpenOptions& options);
+
 /// Checkpoint::open, or with `salvage` set, the reading of salvage_checkpoint
 /// (include/ckptfix/salvage.h): the readers go on past damage, logging it.
 Checkpoint open_checkpoint(const std::filesystem::path& path, const OpenOptions& options, SalvageLog* salvage);

@@ -269,7 +269,7 @@ Partition partition(const OpenedFile& f, const std::shared_ptr<const InputFile>&
   p.crc32 = s.source.crc32;
   p.dtype = t.dtype;
   p.what = what;
-  // Validated views (open_named_file) lie inside their storages.
+  // Validated views (open_data_file) lie inside their storages.
   return p;
 }
 
@@ -411,8 +411,24 @@ std::vector<std::string> str_list(const OpenedFile& f, const Value* v, const std
   return out;
 }
 
-// ZeroStageEnum(N) (or a plain int): the stage.
+// ZeroStageEnum(N), as Python 3.12+ (and up to 3.10) pickle an enum
+// member; getattr(ZeroStageEnum, 'gradients'), as Python 3.11 does; or a
+// plain int: the stage.
 int64_t zero_stage(const OpenedFile& f, const Value* v) {
+  if (v != nullptr && v->kind == ValueKind::kObject && v->args() != nullptr && v->args()->items.size() == 2 &&
+      v->callable() != nullptr &&
+      (v->callable()->is_global("builtins", "getattr") || v->callable()->is_global("__builtin__", "getattr")) &&
+      v->args()->items[0]->is_global("deepspeed.runtime.zero.config", "ZeroStageEnum") && v->args()->items[1]->is_str()) {
+    // DeepSpeed's members: disabled, optimizer_states, gradients, weights (and max_stage, = weights).
+    const std::string_view member = v->args()->items[1]->str();
+    constexpr std::pair<std::string_view, int64_t> kMembers[] = {
+        {"disabled", 0}, {"optimizer_states", 1}, {"gradients", 2}, {"weights", 3}, {"max_stage", 3}};
+    for (const auto& [name, stage] : kMembers) {
+      if (member == name && stage > 0) return stage;
+    }
+    throw f.error(ErrorKind::kCorrupt, "ZeroStageEnum." + std::string(member) + " is not ZeRO stage 1, 2 or 3",
+                  "optimizer_state_dict/zero_stage");
+  }
   if (v != nullptr && v->kind == ValueKind::kObject && v->args() != nullptr && v->args()->items.size() == 1) {
     v = v->args()->items[0];
   }
@@ -446,7 +462,7 @@ void read_zero_checkpoint(CheckpointImpl& impl) {
   // The model states: rank 0's (this checkpoint's own file) says the layout.
   OpenedFile model0;
   model0.name = impl.file->name();
-  model0.checkpoint = open_named_file(impl.file, "model states file", options);
+  model0.checkpoint = open_data_file(impl.file, "model states file", options);
   model0.input = 0;
   const Value* root = model0.root();
   const Value* module = model0.require(root, "module", "model states");
@@ -489,7 +505,7 @@ void read_zero_checkpoint(CheckpointImpl& impl) {
     OpenedFile& f = optim[r];
     f.name = (dir / name).string();
     const auto& input = named.open(name, "rank " + std::to_string(r));
-    f.checkpoint = open_named_file(input, "optimizer file", options);
+    f.checkpoint = open_data_file(input, "optimizer file", options);
     impl.shards.push_back(input);
     f.input = static_cast<uint32_t>(impl.shards.size());
     const Value* osd = f.require(f.root(), "optimizer_state_dict", "optimizer states");
@@ -559,7 +575,7 @@ void read_zero_checkpoint(CheckpointImpl& impl) {
       OpenedFile& f = models3[r];
       f.name = (dir / found->second).string();
       const auto& input = named.open(found->second, "rank " + std::to_string(r));
-      f.checkpoint = open_named_file(input, "model states file", options);
+      f.checkpoint = open_data_file(input, "model states file", options);
       impl.shards.push_back(input);
       f.input = static_cast<uint32_t>(impl.shards.size());
     }

@@ -36,7 +36,7 @@ GlobalRef* CheckpointImpl::note_global(const std::string& module, const std::str
   std::string key = global_key(module, name);
   if (global_index.count(key) != 0) return nullptr;
   const GlobalClass c = classify_global(module, name);
-  if (c.kind == GlobalKind::kGadget) throw dangerous_global_error(module, name, c.matched);
+  if (c.kind == GlobalKind::kGadget && !gadgets_as_data) throw dangerous_global_error(module, name, c.matched);
   global_index.emplace(std::move(key), globals.size());
   GlobalRef g;
   g.module = module;

@@ -153,8 +153,11 @@ struct CheckpointImpl {
   /// safetensors too); nullopt when it has none or is not safetensors.
   std::optional<std::vector<std::pair<std::string, std::string>>> safetensors_metadata;
 
+  /// Set by open_data_file: a known gadget is recorded, not refused.
+  bool gadgets_as_data = false;
   /// The on_global hook of the readers: refuses a known gadget (Error
-  /// kUnsafe), and records any other global the first time it is seen.
+  /// kUnsafe) unless gadgets_as_data, and records any other global the
+  /// first time it is seen.
   /// Returns the new record the first time a global is seen, else nullptr.
   GlobalRef* note_global(const std::string& module, const std::string& name);
   /// Records the uses a pickle makes of its globals (UnpickleResult::globals),
