@@ -29,6 +29,7 @@
 #include <map>
 #include <set>
 
+#include "bytes/storage_reader.h"
 #include "ckptfix/error.h"
 #include "formats/named_files.h"
 #include "formats/registry.h"
@@ -240,6 +241,9 @@ struct Partition {
   uint32_t crc32 = 0;
   DType dtype = DType::kFloat32;
   std::string what;
+  /// Salvage: why its bytes are lost (its rank's file missing or damaged,
+  /// its record's CRC-32 wrong); empty when they are there.
+  std::string lost;
 };
 
 Partition partition(const OpenedFile& f, const std::shared_ptr<const InputFile>& input, const Value* v,
@@ -475,49 +479,82 @@ void read_zero_checkpoint(CheckpointImpl& impl) {
   const bool stage3_model = role_of(impl.file->path().filename().string()).role == FileRole::kModelStage3;
 
   // Every rank's optimizer file: its partitions of the master weights.
-  if (files.optimizer.empty()) {
+  // Salvage: a rank whose file is missing or unreadable loses the
+  // parameters that lie (partly) in its partitions; the others are kept.
+  SalvageLog* const salvage = impl.salvage;
+  if (salvage != nullptr) salvage->found_by = "DeepSpeed model states";
+  const auto damage = [](const Error& e) {
+    return e.kind() == ErrorKind::kCorrupt || e.kind() == ErrorKind::kNotCheckpoint || e.kind() == ErrorKind::kIo;
+  };
+  if (files.optimizer.empty() && salvage == nullptr) {
     throw corrupt("no *_optim_states.pt file: the master weights are in the optimizer files, and none is here (was "
-                  "the checkpoint saved with exclude_frozen_parameters or without its optimizer?)")
+                  "the checkpoint saved without its optimizer?)")
         .in_file(dir.string());
   }
-  const uint32_t world = static_cast<uint32_t>(files.optimizer.size());
-  if (files.optimizer.rbegin()->first != world - 1) {
-    for (uint32_t r = 0; r < world; ++r) {
-      if (files.optimizer.count(r) == 0) {
-        throw corrupt("the optimizer file of rank " + std::to_string(r) + " is missing (ranks up to " +
-                      std::to_string(files.optimizer.rbegin()->first) + " are here)")
-            .in_file(dir.string());
-      }
+  const Value* dp = entry(root, "dp_world_size");
+  const bool dp_known = dp != nullptr && dp->kind == ValueKind::kInt && dp->integer > 0 && dp->integer <= 1 << 20;
+  const uint32_t world = salvage != nullptr && dp_known ? static_cast<uint32_t>(dp->integer)
+                         : files.optimizer.empty()  ? 0
+                                                    : std::max(static_cast<uint32_t>(files.optimizer.size()),
+                                                               files.optimizer.rbegin()->first + 1);
+  if (world == 0) throw corrupt("no *_optim_states.pt file, and no dp_world_size in the model states").in_file(dir.string());
+  std::vector<std::string> rank_lost(world);
+  for (uint32_t r = 0; r < world; ++r) {
+    if (files.optimizer.count(r) != 0) continue;
+    rank_lost[r] = "the optimizer file of rank " + std::to_string(r) + " is missing";
+    if (salvage == nullptr) {
+      throw corrupt(rank_lost[r] + " (" + std::to_string(files.optimizer.size()) + " of " + std::to_string(world) +
+                    " ranks' files are here)")
+          .in_file(dir.string());
     }
   }
-  if (const Value* dp = entry(root, "dp_world_size"); dp != nullptr && dp->kind == ValueKind::kInt &&
-                                                      dp->integer != static_cast<int64_t>(world)) {
+  if (salvage == nullptr && dp_known && dp->integer != static_cast<int64_t>(world)) {
     throw corrupt("the model states say " + std::to_string(dp->integer) + " data-parallel ranks, and " +
                   std::to_string(world) + " optimizer files are here")
         .in_file(dir.string());
   }
+  for (const auto& [r, name] : files.optimizer) {
+    if (r >= world) {
+      throw corrupt("'" + name + "' is the file of rank " + std::to_string(r) + ", and the model states say " +
+                    std::to_string(world) + " ranks: files of two runs?")
+          .in_file(dir.string());
+    }
+  }
   std::vector<OpenedFile> optim(world);
+  for (uint32_t r = 0; r < world; ++r) {
+    const auto found = files.optimizer.find(r);
+    optim[r].name = found != files.optimizer.end() ? (dir / found->second).string() : dir.string();
+  }
   int64_t stage = 0;
   const char* groups_key = nullptr;
+  int first_present = -1;
   std::vector<std::vector<Partition>> partitions(world);  // [rank][group]
   for (uint32_t r = 0; r < world; ++r) {
+    if (!rank_lost[r].empty()) continue;
     const std::string& name = files.optimizer.at(r);
     OpenedFile& f = optim[r];
-    f.name = (dir / name).string();
     const auto& input = named.open(name, "rank " + std::to_string(r));
-    f.checkpoint = open_data_file(input, "optimizer file", options);
+    try {
+      f.checkpoint = open_data_file(input, "optimizer file", options);
+    } catch (const Error& e) {
+      if (salvage == nullptr || !damage(e)) throw;
+      rank_lost[r] = "the optimizer file of rank " + std::to_string(r) + " does not read: " + e.message();
+      continue;
+    }
     impl.shards.push_back(input);
     f.input = static_cast<uint32_t>(impl.shards.size());
     const Value* osd = f.require(f.root(), "optimizer_state_dict", "optimizer states");
     // DeepSpeed's BF16_Optimizer (bf16 with ZeRO stage 1) records no stage.
     const Value* stage_value = entry(osd, "zero_stage");
     const int64_t rank_stage = stage_value == nullptr ? 1 : zero_stage(f, stage_value);
-    if (r == 0) {
+    if (first_present < 0) {
+      first_present = static_cast<int>(r);
       stage = rank_stage;
       groups_key = stage == 3 ? "fp32_flat_groups" : "single_partition_of_fp32_groups";
     } else if (rank_stage != stage) {
-      throw f.error(ErrorKind::kCorrupt, "it is a ZeRO stage " + std::to_string(rank_stage) + " file, and rank 0's is stage " +
-                                             std::to_string(stage) + ": files of two runs?",
+      throw f.error(ErrorKind::kCorrupt, "it is a ZeRO stage " + std::to_string(rank_stage) + " file, and rank " +
+                                             std::to_string(first_present) + "'s is stage " + std::to_string(stage) +
+                                             ": files of two runs?",
                     "optimizer_state_dict/zero_stage");
     }
     if (const Value* count = entry(osd, "partition_count"); count != nullptr) {
@@ -526,7 +563,7 @@ void read_zero_checkpoint(CheckpointImpl& impl) {
       for (const Value* c : count->items) most = std::max(most, c->kind == ValueKind::kInt ? c->integer : 0);
       if (most != static_cast<int64_t>(world)) {
         throw f.error(ErrorKind::kCorrupt, "it was saved by one of " + std::to_string(most) + " ranks, and " +
-                                              std::to_string(world) + " optimizer files are here",
+                                              std::to_string(world) + (salvage != nullptr ? " ranks are expected" : " optimizer files are here"),
                       "optimizer_state_dict/partition_count");
       }
     }
@@ -535,13 +572,47 @@ void read_zero_checkpoint(CheckpointImpl& impl) {
       throw f.error(ErrorKind::kCorrupt, "expected a list of tensors", std::string("optimizer_state_dict/") + groups_key);
     }
     for (size_t g = 0; g < flat->items.size(); ++g) {
-      partitions[r].push_back(partition(f, input, flat->items[g],
-                                        std::string("optimizer_state_dict/") + groups_key + "/" + std::to_string(g)));
+      Partition& p = partitions[r].emplace_back(partition(
+          f, input, flat->items[g], std::string("optimizer_state_dict/") + groups_key + "/" + std::to_string(g)));
+      if (salvage != nullptr) {
+        // Salvage: only bytes whose record's CRC-32 is right are kept.
+        const Tensor& t = f.tensor(flat->items[g], p.what);
+        const uint32_t crc = input_record_crc(*input, f.storage(t));
+        if (crc != p.crc32 && p.crc32 != 0) {
+          p.lost = "rank " + std::to_string(r) + "'s partition record is damaged (CRC-32 " + hex_offset(crc) +
+                   ", the archive records " + hex_offset(p.crc32) + ")";
+        }
+      }
     }
-    if (partitions[r].size() != partitions[0].size()) {
-      throw f.error(ErrorKind::kCorrupt, "it has " + std::to_string(partitions[r].size()) + " parameter groups, and rank 0's has " +
-                                             std::to_string(partitions[0].size()) + ": files of two runs?",
+    if (partitions[r].size() != partitions[first_present].size()) {
+      throw f.error(ErrorKind::kCorrupt, "it has " + std::to_string(partitions[r].size()) + " parameter groups, and rank " +
+                                             std::to_string(first_present) + "'s has " +
+                                             std::to_string(partitions[first_present].size()) + ": files of two runs?",
                     groups_key);
+    }
+  }
+  if (first_present < 0) {
+    throw corrupt("no rank's optimizer file reads, so no master weight is there").in_file(dir.string());
+  }
+  // Salvage: a lost rank's partitions stand in with no bytes, each the size
+  // a present rank's says (DeepSpeed's partitions are equal but for the
+  // last rank's, short by the group's padding).
+  for (uint32_t r = 0; r < world; ++r) {
+    if (rank_lost[r].empty()) continue;
+    for (size_t g = 0; g < partitions[first_present].size(); ++g) {
+      // A size no present rank tells (stages 1 and 2 with no other rank
+      // but the last) reaches to the end of the group: what lies after it is
+      // lost too, never placed at a guessed offset.
+      Partition p;
+      p.numel = UINT64_MAX / 4;
+      for (uint32_t q = 0; q < world; ++q) {
+        if (rank_lost[q].empty() && (q + 1 < world || stage == 3)) p.numel = partitions[q][g].numel;
+      }
+      if (r + 1 == world && stage != 3) p.numel = UINT64_MAX / 4;
+      p.dtype = partitions[first_present][g].dtype;
+      p.what = "rank " + std::to_string(r) + "'s partition of group " + std::to_string(g);
+      p.lost = rank_lost[r];
+      partitions[r].push_back(std::move(p));
     }
   }
   if ((stage == 3) != stage3_model) {
@@ -551,10 +622,11 @@ void read_zero_checkpoint(CheckpointImpl& impl) {
                                    ", whose model states are mp_rank_00_model_states.pt")
         .in_file(impl.file->name());
   }
-  const DType master = partitions[0].empty() ? DType::kFloat32 : partitions[0][0].dtype;
+  const std::vector<Partition>& first_partitions = partitions[static_cast<size_t>(first_present)];
+  const DType master = first_partitions.empty() ? DType::kFloat32 : first_partitions[0].dtype;
   for (const auto& rank : partitions) {
     for (const Partition& p : rank) {
-      if (p.dtype != master) {
+      if (p.file != nullptr && p.dtype != master) {
         throw p.file->error(ErrorKind::kCorrupt, "a partition is " + std::string(dtype_name(p.dtype)) + " and rank 0's first is " +
                                                      std::string(dtype_name(master)),
                             p.what);
@@ -564,22 +636,52 @@ void read_zero_checkpoint(CheckpointImpl& impl) {
 
   // Stage 3: every rank's model states (its fragments of frozen parameters).
   std::vector<OpenedFile> models3;
+  std::vector<std::string> model_lost(world);  // salvage: why a rank's model states are lost
   if (stage == 3) {
     models3.resize(world);
     for (uint32_t r = 0; r < world; ++r) {
       if (r == 0) continue;
       const auto found = files.model_stage3.find(r);
       if (found == files.model_stage3.end()) {
-        throw corrupt("the model states file of rank " + std::to_string(r) + " is missing").in_file(dir.string());
+        model_lost[r] = "the model states file of rank " + std::to_string(r) + " is missing";
+        if (salvage == nullptr) throw corrupt(model_lost[r]).in_file(dir.string());
+        continue;
       }
       OpenedFile& f = models3[r];
       f.name = (dir / found->second).string();
       const auto& input = named.open(found->second, "rank " + std::to_string(r));
-      f.checkpoint = open_data_file(input, "model states file", options);
+      try {
+        f.checkpoint = open_data_file(input, "model states file", options);
+      } catch (const Error& e) {
+        if (salvage == nullptr || !damage(e)) throw;
+        model_lost[r] = "the model states file of rank " + std::to_string(r) + " does not read: " + e.message();
+        continue;
+      }
       impl.shards.push_back(input);
       f.input = static_cast<uint32_t>(impl.shards.size());
     }
   }
+  // Salvage: a tensor saved whole in a model states file is kept when its
+  // record's CRC-32 is right.
+  auto damaged_record = [&](const OpenedFile& f, const Tensor& t) -> std::string {
+    if (salvage == nullptr) return {};
+    const Storage& s = f.storage(t);
+    const uint32_t crc = input_record_crc(f.input == 0 ? *impl.file : *impl.shards[f.input - 1], s);
+    if (s.source.crc32 == 0 || crc == s.source.crc32) return {};
+    return "its record in " + f.name + " is damaged (CRC-32 " + hex_offset(crc) + ", the archive records " +
+           hex_offset(s.source.crc32) + ")";
+  };
+  auto lose = [&](const std::string& key, const std::string& needed, uint64_t bytes, const std::string& reason) {
+    salvage->lost.push_back({key, needed, bytes, reason});
+  };
+  // A saved tensor of `f`, kept as it is (unless salvage finds its bytes damaged).
+  auto put_copied = [&](Builder& out, const std::string& key, const OpenedFile& f, const Tensor& t) {
+    if (const std::string reason = damaged_record(f, t); !reason.empty()) {
+      lose(key, f.storage(t).source.record, t.nbytes(), reason);
+      return;
+    }
+    out.put(key, out.copied_tensor(f, t));
+  };
   const OpenedFile& model_of_rank0 = model0;
   auto model_of = [&](uint32_t r) -> const OpenedFile& { return r == 0 ? model_of_rank0 : models3[r]; };
 
@@ -597,7 +699,7 @@ void read_zero_checkpoint(CheckpointImpl& impl) {
   for (const auto& [k, v] : module->entries()) {
     if (!k->is_str() || buffers.count(std::string(k->str())) == 0) continue;
     const std::string key(k->str());
-    out.put(key, out.copied_tensor(model0, model0.tensor(v, "module/" + key)));
+    put_copied(out, key, model0, model0.tensor(v, "module/" + key));
   }
   // Frozen parameters.
   if (!is_none(frozen_shapes)) {
@@ -615,7 +717,7 @@ void read_zero_checkpoint(CheckpointImpl& impl) {
                                                       shape_text(shape),
                               at);
         }
-        out.put(name, out.copied_tensor(model0, t));
+        put_copied(out, name, model0, t);
         continue;
       }
       // Stage 3: each rank holds ceil(numel / world) elements; concatenated, then cut to numel.
@@ -623,10 +725,16 @@ void read_zero_checkpoint(CheckpointImpl& impl) {
       std::vector<Partition> fragments(world);
       std::vector<Builder::Piece> pieces;
       DType dtype = DType::kFloat32;
-      for (uint32_t r = 0; r < world; ++r) {
+      std::string lost;
+      for (uint32_t r = 0; r < world && uint64_t{r} * per_rank < numel; ++r) {
+        if (!model_lost[r].empty()) {
+          lost = model_lost[r];
+          break;
+        }
         const OpenedFile& f = model_of(r);
-        fragments[r] = partition(f, f.input == 0 ? impl.file : impl.shards[f.input - 1],
-                                 entry(entry(f.root(), "frozen_param_fragments"), name), at);
+        const Value* fragment = entry(entry(f.root(), "frozen_param_fragments"), name);
+        fragments[r] = partition(f, f.input == 0 ? impl.file : impl.shards[f.input - 1], fragment, at);
+        if (lost.empty()) lost = damaged_record(f, f.tensor(fragment, at));
         if (r == 0) dtype = fragments[r].dtype;
         if (fragments[r].dtype != dtype || fragments[r].numel != per_rank) {
           throw f.error(ErrorKind::kCorrupt, "the fragment has " + std::to_string(fragments[r].numel) + " " +
@@ -635,6 +743,10 @@ void read_zero_checkpoint(CheckpointImpl& impl) {
                                                  " were expected",
                         at);
         }
+      }
+      if (!lost.empty()) {
+        lose(name, "its fragments in every rank's model states", numel * element_size(dtype), lost);
+        continue;
       }
       for (uint32_t r = 0; r < world; ++r) {
         const uint64_t first = uint64_t{r} * per_rank;
@@ -651,16 +763,28 @@ void read_zero_checkpoint(CheckpointImpl& impl) {
       const std::string key(k->str());
       if (buffers.count(key) != 0 || trainable.count(key) != 0) continue;
       if (shared != nullptr && entry(shared, key) != nullptr) continue;  // a tied name: added below
-      out.put(key, out.copied_tensor(model0, model0.tensor(v, "module/" + key)));
+      put_copied(out, key, model0, model0.tensor(v, "module/" + key));
     }
   }
 
-  // The trainable parameters' master weights.
+  // The trainable parameters' master weights; with salvage, one whose bytes
+  // lie (partly) in a lost partition is lost.
+  auto place = [&](const ParamShape& p, const std::vector<Builder::Piece>& pieces) {
+    for (const Builder::Piece& piece : pieces) {
+      if (!piece.partition->lost.empty()) {
+        lose(p.name, piece.partition->what, p.numel * element_size(master), piece.partition->lost);
+        return;
+      }
+    }
+    out.put(p.name, out.gathered_tensor(p.name, p.shape, master, pieces));
+  };
+  bool any_rank_lost = false;
+  for (const std::string& reason : rank_lost) any_rank_lost |= !reason.empty();
   if (stage != 3) {
-    if (groups.size() != partitions[0].size()) {
+    if (groups.size() != first_partitions.size()) {
       throw model0.error(ErrorKind::kCorrupt, "param_shapes has " + std::to_string(groups.size()) +
                                                   " groups, and the optimizer files have " +
-                                                  std::to_string(partitions[0].size()),
+                                                  std::to_string(first_partitions.size()),
                          "param_shapes");
     }
     for (size_t g = 0; g < groups.size(); ++g) {
@@ -687,19 +811,19 @@ void read_zero_checkpoint(CheckpointImpl& impl) {
           const uint64_t to = std::min(offset + p.numel, base[r] + partitions[r][g].numel);
           if (from < to) pieces.push_back({&partitions[r][g], from - base[r], to - from});
         }
-        out.put(p.name, out.gathered_tensor(p.name, p.shape, master, pieces));
+        place(p, pieces);
         offset += p.numel;
       }
       // What zero_to_fp32.py checks: the parameters use the partitions up
       // to DeepSpeed's padding (alignment to 2 * ranks).
       const uint64_t align = 2 * uint64_t{world};
       auto aligned = [&](uint64_t x) { return (x + align - 1) / align * align; };
-      if (aligned(offset) != aligned(total)) {
+      if (!any_rank_lost && aligned(offset) != aligned(total)) {
         throw optim[0].error(ErrorKind::kCorrupt, "the parameters of group " + std::to_string(g) + " use " + std::to_string(offset) +
                                                       " of the partitions' " + std::to_string(total) +
                                                       " elements: the model states and optimizer files disagree "
                                                       "(files of two runs?)",
-                             partitions[0][g].what);
+                             first_partitions[g].what);
       }
     }
   } else {
@@ -707,12 +831,13 @@ void read_zero_checkpoint(CheckpointImpl& impl) {
     // rank's flat buffer (its groups one after another), at the same offset
     // on every rank; concatenated in rank order, then cut to numel.
     std::vector<uint64_t> group_start{0};
-    for (const Partition& p : partitions[0]) group_start.push_back(group_start.back() + p.numel);
+    for (const Partition& p : first_partitions) group_start.push_back(group_start.back() + p.numel);
     for (uint32_t r = 1; r < world; ++r) {
       for (size_t g = 0; g < partitions[r].size(); ++g) {
-        if (partitions[r][g].numel != partitions[0][g].numel) {
+        if (partitions[r][g].numel != first_partitions[g].numel) {
           throw optim[r].error(ErrorKind::kCorrupt, "its group " + std::to_string(g) + " has " + std::to_string(partitions[r][g].numel) +
-                                                        " elements, and rank 0's has " + std::to_string(partitions[0][g].numel),
+                                                        " elements, and rank " + std::to_string(first_present) +
+                                                        "'s has " + std::to_string(first_partitions[g].numel),
                                partitions[r][g].what);
         }
       }
@@ -743,7 +868,7 @@ void read_zero_checkpoint(CheckpointImpl& impl) {
             want -= n;
           }
         }
-        out.put(p.name, out.gathered_tensor(p.name, p.shape, master, pieces));
+        place(p, pieces);
         offset += per_rank;
       }
     }
@@ -762,7 +887,11 @@ void read_zero_checkpoint(CheckpointImpl& impl) {
     for (const auto& [k, v] : shared->entries()) {
       if (!k->is_str() || !v->is_str()) throw model0.error(ErrorKind::kCorrupt, "expected a dict of names", "shared_params");
       const std::string target(v->str());
-      if (out.has(target)) out.put(std::string(k->str()), out.value_of(target));
+      if (out.has(target)) {
+        out.put(std::string(k->str()), out.value_of(target));
+      } else if (salvage != nullptr && trainable.count(target) != 0) {
+        lose(std::string(k->str()), "parameter '" + target + "'", 0, "it is tied to '" + target + "', which is lost");
+      }
     }
   }
 

@@ -30,13 +30,18 @@ naming the file, no output): a missing rank file, a cut rank file, a rank
 file of another run (another stage; bf16 and fp32 files mixed), param_shapes
 edited (with plain torch.save: the stage 1/2 model states hold no DeepSpeed
 class) so that a parameter runs past the partitions or the sizes overflow,
-and a `latest` naming a path outside the directory.
+and a `latest` naming a path outside the directory. `salvage` of a
+directory missing a rank's optimizer file, or with a byte of its partition
+record flipped, writes every parameter wholly in the other rank's
+partition (and the buffers and frozen parameters), naming the lost ones.
 """
 import json
 import os
 import shutil
+import struct
 import sys
 import unittest
+import zipfile
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
 import support  # noqa: E402
@@ -150,6 +155,7 @@ class SyntheticZero(support.ScratchDirTest):
 class DamagedZero(support.ScratchDirTest):
     def copy(self, case):
         dst = os.path.join(self.tmp, case)
+        shutil.rmtree(dst, ignore_errors=True)
         shutil.copytree(os.path.join(ZERO, case), dst)
         return dst, os.path.join(dst, "global_step2")
 
@@ -213,6 +219,48 @@ class DamagedZero(support.ScratchDirTest):
             sd["param_shapes"][0]["embed.weight"] = torch.Size([2**40, 2**40])
         self.edit_model_states(root, tag, huge)
         self.refuse(root, "overflows", "param_shapes[0]['embed.weight']")
+
+    def salvaged(self, root, name):
+        out = self.path(name + ".pt")
+        proc = support.run("salvage", root, "-o", out)
+        self.assertEqual(proc.returncode, 0, proc.stderr)
+        return load(out), proc.stderr
+
+    def test_salvage_keeps_what_a_lost_rank_did_not_hold(self):
+        # Stage 2, 2 ranks: the group (217 elements, padded to 220) is split
+        # 110 + 107; what lies wholly in rank 0's 110 is kept.
+        case = CASES["stage2_fp32"]
+        live = load_reference(os.path.join(ZERO, "stage2_fp32.expected", "live.pt"))
+        kept, at = set(), 0
+        for key in case["model"]["trainable"]:
+            n = live[key].numel()
+            if at + n <= 110:
+                kept.add(key)
+            at += n
+        kept |= {alias for alias, target in case["model"]["tied"].items() if target in kept}
+        kept |= {k for k in case["model"]["state_dict_keys"] if k not in case["model"]["trainable"]
+                 and k not in case["model"]["tied"]}
+        for damage in ("missing", "flipped"):
+            with self.subTest(damage=damage):
+                root, tag = self.copy("stage2_fp32")
+                victim = os.path.join(tag, "zero_pp_rank_1_mp_rank_00_optim_states.pt")
+                if damage == "missing":
+                    os.remove(victim)
+                else:  # one byte of the partition's record (its storage 3)
+                    with zipfile.ZipFile(victim) as z:
+                        info = z.getinfo("zero_pp_rank_1_mp_rank_00_optim_states/data/3")
+                    with open(victim, "r+b") as f:
+                        f.seek(info.header_offset + 26)
+                        name_len, extra_len = struct.unpack("<HH", f.read(4))
+                        f.seek(info.header_offset + 30 + name_len + extra_len + 8)
+                        byte = f.read(1)
+                        f.seek(-1, 1)
+                        f.write(bytes([byte[0] ^ 0xFF]))
+                ours, stderr = self.salvaged(root, damage)
+                self.assertEqual(set(ours), kept)
+                for key in kept:
+                    self.assertTrue(torch.equal(ours[key], live[key]), key)
+                self.assertIn("lost 'encoder.0.fc.weight'", stderr)
 
     def test_latest_naming_another_place(self):
         root, tag = self.copy("stage1_fp32")
