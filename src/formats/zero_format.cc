@@ -167,6 +167,22 @@ const Value* entry(const Value* dict, std::string_view key) {
 
 bool is_none(const Value* v) { return v == nullptr || v->kind == ValueKind::kNone; }
 
+// A dict's str keys -> values, for lookups by name (a model with thousands
+// of frozen parameters would make entry() quadratic).
+std::map<std::string_view, const Value*> by_name(const Value* dict) {
+  std::map<std::string_view, const Value*> out;
+  if (dict == nullptr || !is_dict_like(*dict)) return out;
+  for (const auto& [k, v] : dict->entries()) {
+    if (k->is_str()) out.emplace(k->str(), v);
+  }
+  return out;
+}
+
+const Value* lookup(const std::map<std::string_view, const Value*>& names, const std::string& key) {
+  const auto it = names.find(key);
+  return it == names.end() ? nullptr : it->second;
+}
+
 // One opened file of the set, with what messages name it by.
 struct OpenedFile {
   std::optional<Checkpoint> checkpoint;
@@ -685,6 +701,14 @@ void read_zero_checkpoint(CheckpointImpl& impl) {
   const OpenedFile& model_of_rank0 = model0;
   auto model_of = [&](uint32_t r) -> const OpenedFile& { return r == 0 ? model_of_rank0 : models3[r]; };
 
+  // Each rank's frozen_param_fragments, and the tied names, by name.
+  std::vector<std::map<std::string_view, const Value*>> fragments_of(world);
+  for (uint32_t r = 0; r < world; ++r) {
+    if (r == 0 || (stage == 3 && model_lost[r].empty())) {
+      fragments_of[r] = by_name(entry(model_of(r).root(), "frozen_param_fragments"));
+    }
+  }
+  const std::map<std::string_view, const Value*> tied = by_name(shared);
   Builder out(impl);
   // Buffers: as the module saved them, in its order.
   const std::set<std::string> buffers(buffer_names.begin(), buffer_names.end());
@@ -711,7 +735,7 @@ void read_zero_checkpoint(CheckpointImpl& impl) {
       const std::vector<int64_t> shape = model0.shape(v, "frozen_param_shapes/" + name);
       const uint64_t numel = checked_numel(shape, model0, "frozen_param_shapes/" + name);
       if (stage != 3) {
-        const Tensor& t = model0.tensor(entry(entry(root, "frozen_param_fragments"), name), at);
+        const Tensor& t = model0.tensor(lookup(fragments_of[0], name), at);
         if (t.shape != shape) {
           throw model0.error(ErrorKind::kCorrupt, "the fragment has shape " + shape_text(t.shape) + " and frozen_param_shapes says " +
                                                       shape_text(shape),
@@ -732,7 +756,7 @@ void read_zero_checkpoint(CheckpointImpl& impl) {
           break;
         }
         const OpenedFile& f = model_of(r);
-        const Value* fragment = entry(entry(f.root(), "frozen_param_fragments"), name);
+        const Value* fragment = lookup(fragments_of[r], name);
         fragments[r] = partition(f, f.input == 0 ? impl.file : impl.shards[f.input - 1], fragment, at);
         if (lost.empty()) lost = damaged_record(f, f.tensor(fragment, at));
         if (r == 0) dtype = fragments[r].dtype;
@@ -762,7 +786,7 @@ void read_zero_checkpoint(CheckpointImpl& impl) {
       if (!k->is_str()) continue;
       const std::string key(k->str());
       if (buffers.count(key) != 0 || trainable.count(key) != 0) continue;
-      if (shared != nullptr && entry(shared, key) != nullptr) continue;  // a tied name: added below
+      if (tied.count(key) != 0) continue;  // a tied name: added below
       put_copied(out, key, model0, model0.tensor(v, "module/" + key));
     }
   }
