@@ -562,9 +562,10 @@ int run_rewrite(const std::string& command, const RewriteArgs& args, const PassO
         throw usage("--in-place cannot rewrite a shard set; write a new one with -o DIR/model.safetensors "
                     "--max-shard-size SIZE");
       }
-      if (args.in_place && checkpoint.format() == CheckpointFormat::kDcp) {
-        throw usage("--in-place cannot rewrite a distributed checkpoint directory; write one file with -o FILE.pt "
-                    "(or .safetensors)");
+      if (args.in_place && (checkpoint.format() == CheckpointFormat::kDcp || checkpoint.format() == CheckpointFormat::kZero)) {
+        throw usage(std::string("--in-place cannot rewrite a ") +
+                    (checkpoint.format() == CheckpointFormat::kDcp ? "distributed" : "DeepSpeed") +
+                    " checkpoint directory; write one file with -o FILE.pt (or .safetensors)");
       }
       // A torch output takes --max-shard-size when it is named as
       // transformers names its shard sets (pytorch_model.bin).
