@@ -773,7 +773,7 @@ void read_zero_checkpoint(CheckpointImpl& impl) {
         }
       }
       if (!lost.empty()) {
-        lose(name, "its fragments in every rank's model states", numel * element_size(dtype), lost);
+        lose(name, "the fragments of '" + name + "' in every rank's model states", numel * element_size(dtype), lost);
         continue;
       }
       for (uint32_t r = 0; r < world; ++r) {
@@ -800,7 +800,10 @@ void read_zero_checkpoint(CheckpointImpl& impl) {
   auto place = [&](const ParamShape& p, const std::vector<Builder::Piece>& pieces) {
     for (const Builder::Piece& piece : pieces) {
       if (!piece.partition->lost.empty()) {
-        lose(p.name, piece.partition->what, p.numel * element_size(master), piece.partition->lost);
+        // What it needed, one range per parameter (salvage counts each lost range's bytes once).
+        lose(p.name, piece.partition->what + " (elements " + std::to_string(piece.first) + " to " +
+                         std::to_string(piece.first + piece.count) + ")",
+             p.numel * element_size(master), piece.partition->lost);
         return;
       }
     }
