@@ -34,7 +34,8 @@ import statistics
 import subprocess
 import sys
 import tempfile
-import time
+
+from fit_speed import timed  # wall seconds and the child's own peak RSS, sync before
 
 # The checkpoint's maker, shared with tests/interop/test_zero.py.
 MAKE = os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", "tests", "interop", "zero_synthetic.py")
@@ -62,19 +63,6 @@ for i, shapes in enumerate(model["param_shapes"]):
         offset += n
 torch.save(state, out)
 '''
-
-
-def timed(command):
-    """Wall seconds and the child's own peak RSS (MiB, from wait4), sync before."""
-    subprocess.run(["sync"], check=True)
-    began = time.perf_counter()
-    proc = subprocess.Popen(command, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE)
-    stderr = proc.stderr.read()
-    _, status, usage = os.wait4(proc.pid, 0)
-    seconds = time.perf_counter() - began
-    if os.waitstatus_to_exitcode(status) != 0:
-        raise SystemExit(f"{' '.join(command)} failed: {stderr.decode()[-500:]}")
-    return seconds, usage.ru_maxrss / 1024
 
 
 def main():
