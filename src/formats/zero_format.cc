@@ -540,6 +540,20 @@ void read_zero_checkpoint(CheckpointImpl& impl) {
           .in_file(dir.string());
     }
   }
+  // Opens rank r's file `name` into `f`, one more input of the checkpoint.
+  // With salvage, a file that does not read gives its reason instead.
+  auto open_rank_file = [&](OpenedFile& f, const std::string& name, uint32_t r, const std::string& kind) -> std::string {
+    const auto& input = named.open(name, "rank " + std::to_string(r));
+    try {
+      f.checkpoint = open_data_file(input, kind, options);
+    } catch (const Error& e) {
+      if (salvage == nullptr || !damage(e)) throw;
+      return "the " + kind + " of rank " + std::to_string(r) + " does not read: " + e.message();
+    }
+    impl.shards.push_back(input);
+    f.input = static_cast<uint32_t>(impl.shards.size());
+    return {};
+  };
   std::vector<OpenedFile> optim(world);
   for (uint32_t r = 0; r < world; ++r) {
     const auto found = files.optimizer.find(r);
@@ -551,18 +565,10 @@ void read_zero_checkpoint(CheckpointImpl& impl) {
   std::vector<std::vector<Partition>> partitions(world);  // [rank][group]
   for (uint32_t r = 0; r < world; ++r) {
     if (!rank_lost[r].empty()) continue;
-    const std::string& name = files.optimizer.at(r);
     OpenedFile& f = optim[r];
-    const auto& input = named.open(name, "rank " + std::to_string(r));
-    try {
-      f.checkpoint = open_data_file(input, "optimizer file", options);
-    } catch (const Error& e) {
-      if (salvage == nullptr || !damage(e)) throw;
-      rank_lost[r] = "the optimizer file of rank " + std::to_string(r) + " does not read: " + e.message();
-      continue;
-    }
-    impl.shards.push_back(input);
-    f.input = static_cast<uint32_t>(impl.shards.size());
+    rank_lost[r] = open_rank_file(f, files.optimizer.at(r), r, "optimizer file");
+    if (!rank_lost[r].empty()) continue;
+    const std::shared_ptr<const InputFile>& input = impl.shards[f.input - 1];
     const Value* osd = f.require(f.root(), "optimizer_state_dict", "optimizer states");
     // DeepSpeed's BF16_Optimizer (bf16 with ZeRO stage 1) records no stage.
     const Value* stage_value = entry(osd, "zero_stage");
@@ -667,18 +673,8 @@ void read_zero_checkpoint(CheckpointImpl& impl) {
         if (salvage == nullptr) throw corrupt(model_lost[r]).in_file(dir.string());
         continue;
       }
-      OpenedFile& f = models3[r];
-      f.name = (dir / found->second).string();
-      const auto& input = named.open(found->second, "rank " + std::to_string(r));
-      try {
-        f.checkpoint = open_data_file(input, "model states file", options);
-      } catch (const Error& e) {
-        if (salvage == nullptr || !damage(e)) throw;
-        model_lost[r] = "the model states file of rank " + std::to_string(r) + " does not read: " + e.message();
-        continue;
-      }
-      impl.shards.push_back(input);
-      f.input = static_cast<uint32_t>(impl.shards.size());
+      models3[r].name = (dir / found->second).string();
+      model_lost[r] = open_rank_file(models3[r], found->second, r, "model states file");
     }
   }
   // Salvage: a tensor saved whole in a model states file is kept when its
