@@ -65,6 +65,37 @@ def timed(command):
     return seconds, usage.ru_maxrss / 1024
 
 
+def run_rounds(jobs, rounds, out):
+    """Runs every command of `jobs` (name -> argv) `rounds` + 1 times, each
+    round in a shuffled order with `out` removed before each; returns the
+    wall times of all but the first round and each command's peak RSS."""
+    times = {name: [] for name in jobs}
+    rss = {name: 0.0 for name in jobs}
+    for round_ in range(rounds + 1):
+        names = list(jobs)
+        random.shuffle(names)
+        for name in names:
+            if os.path.exists(out):
+                os.remove(out)
+            t, peak = timed(jobs[name])
+            if round_:
+                times[name].append(t)
+                rss[name] = max(rss[name], peak)
+    return times, rss
+
+
+def print_table(times, rss, ratios):
+    """The table of fastest and median times and peak RSS, then the median
+    of the per-round ratio of each (command, baseline) in `ratios`."""
+    print("| command | fastest s | median s | peak RSS MiB |")
+    print("|---|---|---|---|")
+    for name, ts in times.items():
+        print(f"| {name} | {min(ts):.3f} | {statistics.median(ts):.3f} | {rss[name]:.0f} |")
+    for a, base in ratios:
+        ratio = statistics.median(x / y for x, y in zip(times[a], times[base]))
+        print(f"{a} / {base}: median ratio {ratio:.2f}x")
+
+
 def json_reference(path, count):
     with open(path, "w") as f:
         f.write("{")
@@ -96,40 +127,21 @@ def main():
         subprocess.run([args.python, "-c", "import sys, torch; torch.save({'module.layers.0.weight': torch.ones(1)}, "
                         "sys.argv[1])", small], check=True)
         b = args.ckptfix
+        out = p("out.pt")
         jobs = {
-            "fix-like-keys": lambda out: [b, "fix", "--like", p("keys_ref.pt"), p("keys.pt"), "-o", out],
-            "strip-keys": lambda out: [b, "strip-prefix", p("keys.pt"), "-o", out],
-            "fix-like-bytes": lambda out: [b, "fix", "--like", p("bytes_ref.pt"), p("bytes.pt"), "-o", out],
-            "strip-bytes": lambda out: [b, "strip-prefix", p("bytes.pt"), "-o", out],
+            "fix-like-keys": [b, "fix", "--like", p("keys_ref.pt"), p("keys.pt"), "-o", out],
+            "strip-keys": [b, "strip-prefix", p("keys.pt"), "-o", out],
+            "fix-like-bytes": [b, "fix", "--like", p("bytes_ref.pt"), p("bytes.pt"), "-o", out],
+            "strip-bytes": [b, "strip-prefix", p("bytes.pt"), "-o", out],
             # check exits 1 (the reference's other keys are missing): 1 is its answer here.
-            f"check-like-{args.big_reference // 10}-keys": lambda out: [b, "check", "-q", "--like",
-                                                                         p("ref_tenth.json"), small],
-            f"check-like-{args.big_reference}-keys": lambda out: [b, "check", "-q", "--like", p("ref_big.json"), small],
+            f"check-like-{args.big_reference // 10}-keys": [b, "check", "-q", "--like", p("ref_tenth.json"), small],
+            f"check-like-{args.big_reference}-keys": [b, "check", "-q", "--like", p("ref_big.json"), small],
         }
-        times = {name: [] for name in jobs}
-        rss = {name: 0.0 for name in jobs}
-        for round_ in range(args.rounds + 1):
-            names = list(jobs)
-            random.shuffle(names)
-            for name in names:
-                out = p("out.pt")
-                if os.path.exists(out):
-                    os.remove(out)
-                t, peak = timed(jobs[name](out))
-                if round_:
-                    times[name].append(t)
-                    rss[name] = max(rss[name], peak)
+        times, rss = run_rounds(jobs, args.rounds, out)
         print(f"# {args.keys} keys; {args.size_mib} MiB in 256 float32 tensors; JSON references of "
               f"{args.big_reference} and {args.big_reference // 10} keys; {args.rounds} rounds (first not counted), "
               f"page cache warm")
-        print("| command | fastest s | median s | peak RSS MiB |")
-        print("|---|---|---|---|")
-        for name, ts in times.items():
-            print(f"| {name} | {min(ts):.3f} | {statistics.median(ts):.3f} | {rss[name]:.0f} |")
-        for a, base in (("fix-like-keys", "strip-keys"), ("fix-like-bytes", "strip-bytes")):
-            ratio = statistics.median(x / y for x, y in zip(times[a], times[base]))
-            print(f"{a} / {base}: median ratio {ratio:.2f}x")
-
+        print_table(times, rss, (("fix-like-keys", "strip-keys"), ("fix-like-bytes", "strip-bytes")))
 
 if __name__ == "__main__":
     main()

@@ -29,13 +29,11 @@ time near cp.
 """
 import argparse
 import os
-import random
-import statistics
 import subprocess
 import sys
 import tempfile
 
-from fit_speed import timed  # wall seconds and the child's own peak RSS, sync before
+from fit_speed import print_table, run_rounds  # the rounds, timed as the fit bench times them
 
 # The checkpoint's maker, shared with tests/interop/test_zero.py.
 MAKE = os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", "tests", "interop", "zero_synthetic.py")
@@ -84,29 +82,11 @@ def main():
             "cp": ["cp", os.path.join(tag, "mp_rank_00_model_states.pt"), out],
             "python-peer": [args.python, "-c", PEER, tag, out, os.path.dirname(MAKE)],
         }
-        times = {name: [] for name in jobs}
-        rss = {name: 0.0 for name in jobs}
-        for round_ in range(args.rounds + 1):
-            names = list(jobs)
-            random.shuffle(names)
-            for name in names:
-                if os.path.exists(out):
-                    os.remove(out)
-                t, peak = timed(jobs[name])
-                if round_:
-                    times[name].append(t)
-                    rss[name] = max(rss[name], peak)
+        times, rss = run_rounds(jobs, args.rounds, out)
         print(f"# ZeRO stage 2, {args.ranks} ranks, {args.size_mib} MiB of fp32 weights (the directory holds "
               f"{4 * args.size_mib} MiB: weights in the model states, master weights and two moments in the "
               f"optimizer files); {args.rounds} rounds (first not counted), page cache warm")
-        print("| command | fastest s | median s | peak RSS MiB |")
-        print("|---|---|---|---|")
-        for name, ts in times.items():
-            print(f"| {name} | {min(ts):.3f} | {statistics.median(ts):.3f} | {rss[name]:.0f} |")
-        for base in ("cp", "python-peer"):
-            ratio = statistics.median(x / y for x, y in zip(times["ckptfix"], times[base]))
-            print(f"ckptfix / {base}: median ratio {ratio:.2f}x")
-
+        print_table(times, rss, (("ckptfix", "cp"), ("ckptfix", "python-peer")))
 
 if __name__ == "__main__":
     main()
