@@ -24,7 +24,6 @@
 // the tied names of `shared_params`, each the very tensor of its target.
 #include <algorithm>
 #include <cctype>
-#include <cstring>
 #include <filesystem>
 #include <map>
 #include <set>
@@ -34,7 +33,6 @@
 #include "formats/named_files.h"
 #include "formats/registry.h"
 #include "io/bytes.h"
-#include "model/dict_selection.h"
 #include "model/graph_walk.h"
 #include "model/torch_objects.h"
 
@@ -101,7 +99,6 @@ NamedRole role_of(std::string_view name) {
 struct TagFiles {
   std::map<uint32_t, std::string> optimizer;  // rank -> file name
   std::map<uint32_t, std::string> model_stage3;
-  bool model = false;  // mp_rank_00_model_states.pt
   bool bf16 = false;
 };
 
@@ -145,8 +142,6 @@ TagFiles list_tag_directory(const std::filesystem::path& dir, uint64_t max_files
       out.optimizer[r.rank] = name;
     } else if (r.role == FileRole::kModelStage3) {
       out.model_stage3[r.rank] = name;
-    } else {
-      out.model = true;
     }
   }
   if (ec) throw Error(ErrorKind::kIo, "cannot list the directory: " + ec.message()).in_file(dir.string());
@@ -191,6 +186,8 @@ struct OpenedFile {
 
   const CheckpointImpl& impl() const { return impl_of(*checkpoint); }
   const Value* root() const { return impl().root; }
+  /// The file itself (its checkpoint's own input).
+  const std::shared_ptr<const InputFile>& file() const { return impl().file; }
   Error error(ErrorKind kind, const std::string& message, const std::string& at) const {
     Error e(kind, message);
     e.in_file(name);
@@ -262,8 +259,7 @@ struct Partition {
   std::string lost;
 };
 
-Partition partition(const OpenedFile& f, const std::shared_ptr<const InputFile>& input, const Value* v,
-                    const std::string& what) {
+Partition partition(const OpenedFile& f, const Value* v, const std::string& what) {
   const Tensor& t = f.tensor(v, what);
   const Storage& s = f.storage(t);
   if (t.shape.size() != 1 || (t.shape[0] > 1 && t.stride[0] != 1)) {
@@ -281,7 +277,7 @@ Partition partition(const OpenedFile& f, const std::shared_ptr<const InputFile>&
   }
   Partition p;
   p.file = &f;
-  p.input = input;
+  p.input = f.file();
   p.numel = static_cast<uint64_t>(t.shape[0]);
   p.storage_offset = static_cast<uint64_t>(t.storage_offset);
   p.record_offset = s.source.offset;
@@ -540,6 +536,15 @@ void read_zero_checkpoint(CheckpointImpl& impl) {
           .in_file(dir.string());
     }
   }
+  // Salvage: a tensor's bytes are kept when its record's CRC-32 is right.
+  auto damaged_record = [&](const OpenedFile& f, const Tensor& t) -> std::string {
+    if (salvage == nullptr) return {};
+    const Storage& s = f.storage(t);
+    const uint32_t crc = input_record_crc(*f.file(), s);
+    if (s.source.crc32 == 0 || crc == s.source.crc32) return {};
+    return "its record in " + f.name + " is damaged (CRC-32 " + hex_offset(crc) + ", the archive records " +
+           hex_offset(s.source.crc32) + ")";
+  };
   // Opens rank r's file `name` into `f`, one more input of the checkpoint.
   // With salvage, a file that does not read gives its reason instead.
   auto open_rank_file = [&](OpenedFile& f, const std::string& name, uint32_t r, const std::string& kind) -> std::string {
@@ -568,7 +573,6 @@ void read_zero_checkpoint(CheckpointImpl& impl) {
     OpenedFile& f = optim[r];
     rank_lost[r] = open_rank_file(f, files.optimizer.at(r), r, "optimizer file");
     if (!rank_lost[r].empty()) continue;
-    const std::shared_ptr<const InputFile>& input = impl.shards[f.input - 1];
     const Value* osd = f.require(f.root(), "optimizer_state_dict", "optimizer states");
     // DeepSpeed's BF16_Optimizer (bf16 with ZeRO stage 1) records no stage.
     const Value* stage_value = entry(osd, "zero_stage");
@@ -598,17 +602,9 @@ void read_zero_checkpoint(CheckpointImpl& impl) {
       throw f.error(ErrorKind::kCorrupt, "expected a list of tensors", std::string("optimizer_state_dict/") + groups_key);
     }
     for (size_t g = 0; g < flat->items.size(); ++g) {
-      Partition& p = partitions[r].emplace_back(partition(
-          f, input, flat->items[g], std::string("optimizer_state_dict/") + groups_key + "/" + std::to_string(g)));
-      if (salvage != nullptr) {
-        // Salvage: only bytes whose record's CRC-32 is right are kept.
-        const Tensor& t = f.tensor(flat->items[g], p.what);
-        const uint32_t crc = input_record_crc(*input, f.storage(t));
-        if (crc != p.crc32 && p.crc32 != 0) {
-          p.lost = "rank " + std::to_string(r) + "'s partition record is damaged (CRC-32 " + hex_offset(crc) +
-                   ", the archive records " + hex_offset(p.crc32) + ")";
-        }
-      }
+      Partition& p = partitions[r].emplace_back(
+          partition(f, flat->items[g], std::string("optimizer_state_dict/") + groups_key + "/" + std::to_string(g)));
+      p.lost = damaged_record(f, f.tensor(flat->items[g], p.what));
     }
     if (partitions[r].size() != partitions[first_present].size()) {
       throw f.error(ErrorKind::kCorrupt, "it has " + std::to_string(partitions[r].size()) + " parameter groups, and rank " +
@@ -653,7 +649,8 @@ void read_zero_checkpoint(CheckpointImpl& impl) {
   for (const auto& rank : partitions) {
     for (const Partition& p : rank) {
       if (p.file != nullptr && p.dtype != master) {
-        throw p.file->error(ErrorKind::kCorrupt, "a partition is " + std::string(dtype_name(p.dtype)) + " and rank 0's first is " +
+        throw p.file->error(ErrorKind::kCorrupt, "a partition is " + std::string(dtype_name(p.dtype)) + " and rank " +
+                                                     std::to_string(first_present) + "'s first is " +
                                                      std::string(dtype_name(master)),
                             p.what);
       }
@@ -677,16 +674,6 @@ void read_zero_checkpoint(CheckpointImpl& impl) {
       model_lost[r] = open_rank_file(models3[r], found->second, r, "model states file");
     }
   }
-  // Salvage: a tensor saved whole in a model states file is kept when its
-  // record's CRC-32 is right.
-  auto damaged_record = [&](const OpenedFile& f, const Tensor& t) -> std::string {
-    if (salvage == nullptr) return {};
-    const Storage& s = f.storage(t);
-    const uint32_t crc = input_record_crc(f.input == 0 ? *impl.file : *impl.shards[f.input - 1], s);
-    if (s.source.crc32 == 0 || crc == s.source.crc32) return {};
-    return "its record in " + f.name + " is damaged (CRC-32 " + hex_offset(crc) + ", the archive records " +
-           hex_offset(s.source.crc32) + ")";
-  };
   auto lose = [&](const std::string& key, const std::string& needed, uint64_t bytes, const std::string& reason) {
     salvage->lost.push_back({key, needed, bytes, reason});
   };
@@ -698,8 +685,7 @@ void read_zero_checkpoint(CheckpointImpl& impl) {
     }
     out.put(key, out.copied_tensor(f, t));
   };
-  const OpenedFile& model_of_rank0 = model0;
-  auto model_of = [&](uint32_t r) -> const OpenedFile& { return r == 0 ? model_of_rank0 : models3[r]; };
+  auto model_of = [&](uint32_t r) -> const OpenedFile& { return r == 0 ? model0 : models3[r]; };
 
   // Each rank's frozen_param_fragments, and the tied names, by name.
   std::vector<std::map<std::string_view, const Value*>> fragments_of(world);
@@ -757,7 +743,7 @@ void read_zero_checkpoint(CheckpointImpl& impl) {
         }
         const OpenedFile& f = model_of(r);
         const Value* fragment = lookup(fragments_of[r], name);
-        fragments[r] = partition(f, f.input == 0 ? impl.file : impl.shards[f.input - 1], fragment, at);
+        fragments[r] = partition(f, fragment, at);
         if (lost.empty()) lost = damaged_record(f, f.tensor(fragment, at));
         if (r == 0) dtype = fragments[r].dtype;
         if (fragments[r].dtype != dtype || fragments[r].numel != per_rank) {
