@@ -46,15 +46,9 @@ TEST(PointerSet, AgreesWithStdSetThroughGrowthAndErases) {
   EXPECT_EQ(empty.size(), 0u);
 }
 
-TEST(PointerMap, KeepsTheFirstValueOfEachKey) {
-  std::vector<int> pool(3000);
-  PointerMap<int, uint64_t> map;
-  std::map<const int*, uint64_t> expected;
-  std::mt19937 rng(11);
-  for (uint64_t step = 0; step < 20000; ++step) {
-    const int* p = &pool[rng() % pool.size()];
-    EXPECT_EQ(map.emplace(p, step), expected.emplace(p, step).second);
-  }
+// `map` holds exactly what `expected` holds, for every key of `pool`.
+void expect_same_entries(const PointerMap<int, uint64_t>& map, const std::map<const int*, uint64_t>& expected,
+                         const std::vector<int>& pool) {
   EXPECT_EQ(map.size(), expected.size());
   for (const int& v : pool) {
     const uint64_t* got = map.find(&v);
@@ -64,6 +58,18 @@ TEST(PointerMap, KeepsTheFirstValueOfEachKey) {
       EXPECT_EQ(*got, it->second);
     }
   }
+}
+
+TEST(PointerMap, KeepsTheFirstValueOfEachKey) {
+  std::vector<int> pool(3000);
+  PointerMap<int, uint64_t> map;
+  std::map<const int*, uint64_t> expected;
+  std::mt19937 rng(11);
+  for (uint64_t step = 0; step < 20000; ++step) {
+    const int* p = &pool[rng() % pool.size()];
+    EXPECT_EQ(map.emplace(p, step), expected.emplace(p, step).second);
+  }
+  expect_same_entries(map, expected, pool);
 }
 
 // Erasing moves later entries of a run back: their values must move with
@@ -88,15 +94,7 @@ TEST(PointerMap, ValuesFollowTheirKeysThroughErasesAndAssignments) {
         EXPECT_EQ(map.emplace(p, step), expected.emplace(p, step).second);
     }
   }
-  EXPECT_EQ(map.size(), expected.size());
-  for (const int& v : pool) {
-    const uint64_t* got = map.find(&v);
-    const auto it = expected.find(&v);
-    ASSERT_EQ(got != nullptr, it != expected.end());
-    if (got != nullptr) {
-      EXPECT_EQ(*got, it->second);
-    }
-  }
+  expect_same_entries(map, expected, pool);
 }
 
 }  // namespace
