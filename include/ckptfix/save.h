@@ -143,4 +143,28 @@ TorchShardSetResult save_torch_shard_set(const Checkpoint& checkpoint, const std
                                          const std::filesystem::path& path, const SaveOptions& options,
                                          uint64_t max_shard_size);
 
+/// What save_dcp wrote.
+struct DcpSaveResult {
+  std::vector<std::string> files;  ///< the data file, then .metadata
+  uint64_t bytes = 0;              ///< of both files
+  size_t tensors = 0;              ///< tensor entries (one chunk each: the whole tensor)
+  size_t values = 0;               ///< other entries, each its own torch.save
+  std::optional<VerifyReport> verification;  ///< empty when options.verify is false
+};
+
+/// Writes `checkpoint`'s root dict as the directory
+/// torch.distributed.checkpoint.save writes from one process, so that
+/// `dcp.load(model.state_dict(), checkpoint_id=directory)` fills a model
+/// and `dcp_to_torch_save` gives the dict back: `directory`/.metadata and
+/// `directory`/__0_0.distcp. The dict is flattened as DCP flattens it
+/// (nested dicts keyed "model.layer.weight", lists holding tensors by
+/// index; a tensor is one item, any other value is one torch.save'd item).
+/// Tensor bytes are streamed from the input, as save() streams them. Both
+/// files are written and verified before either is renamed into place,
+/// .metadata last; the directory is made when missing and an existing
+/// checkpoint there is replaced only with options.overwrite. Throws
+/// Error(kInvalidArgument) when the root is not a dict.
+DcpSaveResult save_dcp(const Checkpoint& checkpoint, const std::filesystem::path& directory,
+                       const SaveOptions& options = {});
+
 }  // namespace ckptfix

@@ -45,22 +45,6 @@ DType parse_user_dtype(const std::string& text, const std::string& flag) {
 
 namespace {
 
-std::filesystem::path output_for(const RewriteArgs& args, const Input& input) {
-  if (args.in_place) return input.path;
-  if (!args.output.empty()) return args.output;
-  // A distributed checkpoint (its directory, or its .metadata) becomes one
-  // file named after the directory.
-  std::error_code ec;
-  const std::filesystem::path in(input.path);
-  if (std::filesystem::is_directory(in, ec) || in.filename() == ".metadata") {
-    std::filesystem::path name = std::filesystem::path(input.relative);
-    if (name.filename() == ".metadata") name = name.parent_path();
-    if (name.empty() || name == ".") name = std::filesystem::absolute(in).lexically_normal().parent_path().filename();
-    return std::filesystem::path(args.out_dir) / (name.string() + (args.format == "safetensors" ? ".safetensors" : ".pt"));
-  }
-  return std::filesystem::path(args.out_dir) / input.relative;
-}
-
 std::string lowercase(std::string text) {
   for (char& c : text) c = static_cast<char>(std::tolower(static_cast<unsigned char>(c)));
   return text;
@@ -80,6 +64,31 @@ std::optional<std::string> format_of_name(const std::filesystem::path& output) {
   return std::nullopt;
 }
 
+std::filesystem::path output_for(const RewriteArgs& args, const Input& input) {
+  if (args.in_place) return input.path;
+  if (!args.output.empty()) return args.output;
+  if (args.format == "dcp") {
+    // A directory named after the input, without its extension.
+    std::filesystem::path name = std::filesystem::path(input.relative);
+    if (name.filename() == ".metadata") name = name.parent_path();
+    if (name.empty() || name == ".") name = std::filesystem::absolute(input.path).lexically_normal().parent_path().filename();
+    const std::optional<std::string> known = format_of_name(name);
+    if (known && !known->empty()) name.replace_extension();
+    return std::filesystem::path(args.out_dir) / name;
+  }
+  // A distributed checkpoint (its directory, or its .metadata) becomes one
+  // file named after the directory.
+  std::error_code ec;
+  const std::filesystem::path in(input.path);
+  if (std::filesystem::is_directory(in, ec) || in.filename() == ".metadata") {
+    std::filesystem::path name = std::filesystem::path(input.relative);
+    if (name.filename() == ".metadata") name = name.parent_path();
+    if (name.empty() || name == ".") name = std::filesystem::absolute(in).lexically_normal().parent_path().filename();
+    return std::filesystem::path(args.out_dir) / (name.string() + (args.format == "safetensors" ? ".safetensors" : ".pt"));
+  }
+  return std::filesystem::path(args.out_dir) / input.relative;
+}
+
 bool known_output_name(const std::filesystem::path& output) { return format_of_name(output).has_value(); }
 
 void validate_outputs(const RewriteArgs& args, const std::vector<Input>& inputs) {
@@ -97,14 +106,15 @@ void validate_outputs(const RewriteArgs& args, const std::vector<Input>& inputs)
   }
   // "out/", ".", "..": a directory, which would be created and then refused as an output.
   const std::filesystem::path named(args.output);
-  if (!args.output.empty() && (!named.has_filename() || named.filename() == "." || named.filename() == "..")) {
+  const bool dcp = args.format == "dcp";  // -o names the directory to write
+  if (!dcp && !args.output.empty() && (!named.has_filename() || named.filename() == "." || named.filename() == "..")) {
     throw usage("-o '" + args.output + "' names a directory; -o takes a file name (--out-dir DIR writes into a directory)");
   }
   // A shard set's index is written beside its shards, never as the file
   // named: a zip (or one safetensors file) under that name would be read as
   // an index by transformers and by ckptfix, whatever --format says.
   const std::string file_name = named.filename().string();
-  if (!args.output.empty() && file_name.ends_with(".index.json") && file_name != ".index.json") {
+  if (!dcp && !args.output.empty() && file_name.ends_with(".index.json") && file_name != ".index.json") {
     throw usage("-o '" + args.output + "' names a shard set's index, which ckptfix writes beside the shards: give "
                 "-o DIR/model.safetensors (or DIR/pytorch_model.bin) with --max-shard-size SIZE");
   }
@@ -403,9 +413,10 @@ void add_rewrite_options(CLI::App* cmd, RewriteArgs& args, bool may_replace_inpu
   }
   cmd->add_option("--gpu", args.gpu, "GPU load test during verification: auto (default), require or off");
   cmd->add_option("--format", args.format,
-                  "Output format: pt (torch zip) or safetensors; default: from the output's extension "
-                  "(.safetensors; .pt, .pth, .bin, .ckpt), else the input's format")
-      ->check(CLI::IsMember({"pt", "safetensors"}));
+                  "Output format: pt (torch zip), safetensors, or dcp (a torch.distributed.checkpoint directory, "
+                  "-o naming it); default: from the output's extension (.safetensors; .pt, .pth, .bin, .ckpt), "
+                  "else the input's format")
+      ->check(CLI::IsMember({"pt", "safetensors", "dcp"}));
   cmd->add_flag("--drop-aliases", args.drop_aliases,
                 "safetensors: write keys that are the same tensor once, under the sorted-first name (as "
                 "safetensors.torch.save_model), recording the others in __metadata__");
@@ -508,6 +519,14 @@ int run_rewrite(const std::string& command, const RewriteArgs& args, const PassO
     metadata = parse_metadata(args.metadata);
     if (args.max_shard_size) max_shard_size = parse_size(*args.max_shard_size);
     if (args.format == "safetensors" && passes.for_libtorch) throw usage("--for-libtorch writes a torch file, not safetensors");
+    if (args.format == "dcp") {
+      if (passes.for_libtorch) throw usage("--for-libtorch writes a torch file, not a distributed checkpoint");
+      if (args.in_place) throw usage("--in-place rewrites a file as it is; --format dcp writes a directory: give -o DIR");
+      if (args.drop_aliases || !metadata.empty() || max_shard_size > 0) {
+        throw usage(std::string(args.drop_aliases ? "--drop-aliases" : !metadata.empty() ? "--metadata" : "--max-shard-size") +
+                    " does not apply to a distributed checkpoint (--format dcp)");
+      }
+    }
 #ifdef CKPTFIX_FAULT_INJECTION
     g_seams = test_fault_seams();
 #endif
@@ -535,7 +554,8 @@ int run_rewrite(const std::string& command, const RewriteArgs& args, const PassO
       auto changes = [&](const SaveResult* saved) {
         return args.batch.json ? changes_json(report, saved) : nlohmann::json::object();
       };
-      const bool safetensors = !passes.for_libtorch && writes_safetensors(args, output, checkpoint);
+      const bool dcp = args.format == "dcp";
+      const bool safetensors = !dcp && !passes.for_libtorch && writes_safetensors(args, output, checkpoint);
       std::vector<std::string> warnings = report.warnings;
       std::vector<std::string> unknown;
       nlohmann::json trusted = nlohmann::json::array();
@@ -569,13 +589,15 @@ int run_rewrite(const std::string& command, const RewriteArgs& args, const PassO
       }
       // A torch output takes --max-shard-size when it is named as
       // transformers names its shard sets (pytorch_model.bin).
-      const bool torch_shards = !safetensors && max_shard_size > 0 && output.extension() == ".bin";
+      const bool torch_shards = !safetensors && !dcp && max_shard_size > 0 && output.extension() == ".bin";
       if (!safetensors && (args.drop_aliases || !metadata.empty() || (max_shard_size > 0 && !torch_shards))) {
         throw usage(std::string(args.drop_aliases ? "--drop-aliases" : !metadata.empty() ? "--metadata" : "--max-shard-size") +
                     " applies to safetensors outputs" + (args.drop_aliases || !metadata.empty() ? "" : " and to .bin shard sets") +
                     ", and '" + output.string() + "' is written as a torch file");
       }
-      const CheckpointFormat written_as = safetensors ? CheckpointFormat::kSafetensors : CheckpointFormat::kZip;
+      const CheckpointFormat written_as = safetensors ? CheckpointFormat::kSafetensors
+                                          : dcp       ? CheckpointFormat::kDcp
+                                                      : CheckpointFormat::kZip;
       // Nothing to change and nothing to convert: leave an in-place input alone.
       const bool needs_write = report.changed() || !read_input.lines.empty() || !args.in_place ||
                                checkpoint.format() != written_as ||
@@ -634,6 +656,16 @@ int run_rewrite(const std::string& command, const RewriteArgs& args, const PassO
           if (!saved.files.empty()) written = saved.files.back();
           bytes = saved.bytes;
           verification = saved.verification;
+        } else if (dcp) {
+          const DcpSaveResult saved = save_dcp(checkpoint, output, options);
+          o.doc["changes"] = changes(nullptr);
+          o.doc["format"] = "dcp";
+          o.doc["files"] = saved.files;
+          lines.push_back("distributed checkpoint, " + std::to_string(saved.tensors) + " tensors and " +
+                          std::to_string(saved.values) + " other values in " + saved.files.front());
+          for (const std::string& line : describe(report, nullptr)) lines.push_back(line);
+          bytes = saved.bytes;
+          verification = saved.verification;
         } else if (torch_shards) {
           // Each shard from the input read again with the same passes (save.h).
           auto reopen = [&] {
@@ -661,14 +693,14 @@ int run_rewrite(const std::string& command, const RewriteArgs& args, const PassO
           bytes = saved.bytes;
           verification = saved.verification;
         }
-        const size_t first = safetensors || torch_shards ? 1 : 0;  // after a set's line saying what it is
+        const size_t first = safetensors || torch_shards || dcp ? 1 : 0;  // after the line saying what it is
         lines.insert(lines.begin() + first, read_input.lines.begin(), read_input.lines.end());
         const bool converted = checkpoint.format() != written_as;
         if (converted) {
           // After a safetensors output's first line (what it is), before the rest.
           lines.insert(lines.begin() + first, "converted from " + std::string(format_name(checkpoint.format())));
         }
-        o.status = report.changed() || !read_input.lines.empty() || (safetensors && converted) || shard_count > 1
+        o.status = report.changed() || !read_input.lines.empty() || ((safetensors || dcp) && converted) || shard_count > 1
                        ? OutcomeStatus::kOk
                        : OutcomeStatus::kUnchanged;
         o.doc["verification"] = verification_json(verification);

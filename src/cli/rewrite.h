@@ -25,7 +25,7 @@ struct RewriteArgs {
   bool no_verify = false;
   bool sync = false;
   std::string gpu = "auto";
-  /// --format: "safetensors" or "pt"; empty: from the output's extension
+  /// --format: "safetensors", "pt" or "dcp" (a directory); empty: from the output's extension
   /// (.safetensors, or .pt/.pth/.bin/.ckpt), else the input's format.
   std::string format;
   bool drop_aliases = false;          ///< --drop-aliases (safetensors outputs)

@@ -27,9 +27,16 @@ namespace ckptfix {
 
 PickledObject pickle_checkpoint(const Checkpoint& checkpoint, bool libtorch_pickle) {
   read_in_left_payloads(checkpoint);  // the pickler writes `text`
+  return pickle_value(impl_of(checkpoint), impl_of(checkpoint).root, libtorch_pickle);
+}
+
+PickledObject pickle_value(const CheckpointImpl& impl, Value* root, bool libtorch_pickle) {
   PickledObject out;
-  const auto& storages = impl_of(checkpoint).storages;
-  std::vector<int64_t> output_key(storages.size(), -1);
+  const auto& storages = impl.storages;
+  // Keyed by storage index, holding only the storages `root` reaches: a
+  // distributed checkpoint pickles each of many values apart (dcp_writer.cc),
+  // and tables the size of the checkpoint would make that quadratic.
+  std::unordered_map<size_t, int64_t> output_key;
   // Values built for persistent ids live here, apart from the input graph.
   // Reusing one Value per distinct string or class lets the pickler refer
   // back to it (BINGET), as CPython does for the objects torch passes it
@@ -38,7 +45,7 @@ PickledObject pickle_checkpoint(const Checkpoint& checkpoint, bool libtorch_pick
   ValueGraph scratch;
   Value* storage_tag = scratch.make_str("storage");
   std::unordered_map<std::string, Value*> classes, locations;
-  std::vector<Value*> keys(storages.size(), nullptr);
+  std::unordered_map<size_t, Value*> keys;
   auto cached = [&](std::unordered_map<std::string, Value*>& cache, const std::string& text, auto make) {
     auto it = cache.find(text);
     if (it == cache.end()) it = cache.emplace(text, make()).first;
@@ -63,8 +70,7 @@ PickledObject pickle_checkpoint(const Checkpoint& checkpoint, bool libtorch_pick
                   "the pickle has a persistent id that is not a torch storage; torch's zip loader cannot read it");
     }
     const size_t index = static_cast<size_t>(v.storage);
-    if (output_key[index] < 0) {
-      output_key[index] = static_cast<int64_t>(out.storage_order.size());
+    if (output_key.emplace(index, static_cast<int64_t>(out.storage_order.size())).second) {
       out.storage_order.push_back(index);
     }
     const Storage& s = storages[index];
@@ -93,28 +99,35 @@ PickledObject pickle_checkpoint(const Checkpoint& checkpoint, bool libtorch_pick
                                              "written for LibTorch's unpickler"));
     }
     const uint64_t numel = s.untyped && !libtorch_pickle ? s.output_nbytes() : s.output_nbytes() / element_size(dtype);
-    if (keys[index] == nullptr) keys[index] = scratch.make_str(std::to_string(output_key[index]));
+    Value*& key = keys[index];
+    if (key == nullptr) key = scratch.make_str(std::to_string(output_key.at(index)));
     const std::string& cls = *class_name;
     Value* pid = scratch.make_tuple(
-        {storage_tag, cached(classes, cls, [&] { return scratch.make_global(class_module, cls); }), keys[index],
+        {storage_tag, cached(classes, cls, [&] { return scratch.make_global(class_module, cls); }), key,
          location_value(s.location),
          scratch.make_int(static_cast<int64_t>(numel))});
     save(pid);
   };
-  out.bytes = pickle_protocol2(impl_of(checkpoint).root, options);
+  out.bytes = pickle_protocol2(root, options);
   return out;
 }
 
 SaveResult write_checkpoint(const Checkpoint& checkpoint, ByteSink& sink, const SaveOptions& options,
                             ReadBack* readback) {
+  read_in_left_payloads(checkpoint);  // the pickler writes `text`
+  const CheckpointImpl& impl = impl_of(checkpoint);
+  SaveOptions with_root = options;
+  if (with_root.archive_root.empty()) with_root.archive_root = !impl.archive_root.empty() ? impl.archive_root : "archive";
+  return write_archive(impl, impl.root, impl.style, sink, with_root, readback);
+}
+
+SaveResult write_archive(const CheckpointImpl& impl, Value* object, const ArchiveStyle& style, ByteSink& sink,
+                         const SaveOptions& options, ReadBack* readback) {
   SaveResult result;
-  result.archive_root = !options.archive_root.empty() ? options.archive_root
-                        : !checkpoint.archive_root().empty() ? checkpoint.archive_root()
-                                                             : std::string("archive");
+  result.archive_root = !options.archive_root.empty() ? options.archive_root : std::string("archive");
   const std::string root = result.archive_root + "/";
-  const PickledObject pickled = pickle_checkpoint(checkpoint, options.libtorch_pickle);
-  const auto& storages = impl_of(checkpoint).storages;
-  const ArchiveStyle& style = impl_of(checkpoint).style;
+  const PickledObject pickled = pickle_value(impl, object, options.libtorch_pickle);
+  const auto& storages = impl.storages;
 
   uint64_t total = 0;
   for (size_t index : pickled.storage_order) total += storages[index].output_nbytes();
@@ -152,7 +165,7 @@ SaveResult write_checkpoint(const Checkpoint& checkpoint, ByteSink& sink, const 
   // With `.format_version`, torch may compute where each storage is from its
   // own padding rule, so no page-phase padding (which lets the blocks of
   // unchanged records be shared with the input on XFS and btrfs).
-  StoragePipeline pipeline(impl_of(checkpoint), sink, zip, readback, /*hash=*/options.verify,
+  StoragePipeline pipeline(impl, sink, zip, readback, /*hash=*/options.verify,
                            /*page_phase=*/!style.format_version, [&](uint64_t n) {
                              done += n;
                              if (options.progress) options.progress("writing", done, total);

@@ -19,7 +19,10 @@ namespace ckptfix {
 
 class AtomicFile;
 class ReadBack;
+struct ArchiveStyle;
+struct CheckpointImpl;
 struct SaveSeams;
+struct Value;
 
 /// Writes the archive to `sink`. The pickle is built first (it decides the
 /// storage keys), then each storage is streamed from the input, or copied by
@@ -29,12 +32,21 @@ struct SaveSeams;
 SaveResult write_checkpoint(const Checkpoint& checkpoint, ByteSink& sink, const SaveOptions& options,
                             ReadBack* readback = nullptr);
 
+/// write_checkpoint of one value of `impl`'s graph (or a value built over
+/// its storages), as torch.save(that value) in `style`, under
+/// options.archive_root ("archive" when empty). Payloads left in the input
+/// must have been read in (model/payloads.h).
+SaveResult write_archive(const CheckpointImpl& impl, Value* object, const ArchiveStyle& style, ByteSink& sink,
+                         const SaveOptions& options, ReadBack* readback = nullptr);
+
 /// The data.pkl bytes and output storage order for `checkpoint`.
 struct PickledObject {
   std::string bytes;
   std::vector<size_t> storage_order;  ///< storage indexes in output key order
 };
 PickledObject pickle_checkpoint(const Checkpoint& checkpoint, bool libtorch_pickle = false);
+/// The same for the value `root` of `impl`.
+PickledObject pickle_value(const CheckpointImpl& impl, Value* root, bool libtorch_pickle = false);
 
 /// save() up to the rename: `checkpoint` written into `out`'s temporary
 /// file and verified (the caller has refused unknown calls and checked the
