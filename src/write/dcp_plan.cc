@@ -19,7 +19,9 @@ class Flattener {
     if (root == nullptr || !is_dict_like(*root)) {
       throw Error(ErrorKind::kInvalidArgument,
                   "a distributed checkpoint holds a dict (what dcp.save takes) and the root of this checkpoint is " +
-                      (root == nullptr ? std::string("nothing") : describe_value(*root)) +
+                      (root == nullptr                 ? std::string("nothing")
+                       : impl_.tensor_of(root) != nullptr ? std::string("a tensor")
+                                                          : describe_value(*root)) +
                       "; choose a dict with --extract");
     }
     std::vector<DcpPathStep> path;
