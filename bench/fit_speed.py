@@ -30,6 +30,7 @@ import argparse
 import json
 import os
 import random
+import shutil
 import statistics
 import subprocess
 import sys
@@ -67,7 +68,7 @@ def timed(command):
 
 def run_rounds(jobs, rounds, out):
     """Runs every command of `jobs` (name -> argv) `rounds` + 1 times, each
-    round in a shuffled order with `out` removed before each; returns the
+    round in a shuffled order with `out` (a file or a directory) removed before each; returns the
     wall times of all but the first round and each command's peak RSS."""
     times = {name: [] for name in jobs}
     rss = {name: 0.0 for name in jobs}
@@ -75,7 +76,9 @@ def run_rounds(jobs, rounds, out):
         names = list(jobs)
         random.shuffle(names)
         for name in names:
-            if os.path.exists(out):
+            if os.path.isdir(out):  # a distributed checkpoint (dcp_write_speed.py)
+                shutil.rmtree(out)
+            elif os.path.exists(out):
                 os.remove(out)
             t, peak = timed(jobs[name])
             if round_:

@@ -151,8 +151,12 @@ StoragePipeline::Pumped StoragePipeline::pump(const Storage& s, bool large) {
   // Large records: the output stage of buffer b runs on the worker while this
   // thread fills the next; `pending[b]` says when it has written them.
   const size_t buffers = large ? kBuffers : 1;
+  // No larger than the storage: a checkpoint of many small tensors, each
+  // written by a pipeline of its own (a distributed checkpoint's items),
+  // would otherwise clear megabytes for every few bytes.
+  const size_t slice = static_cast<size_t>(std::clamp<uint64_t>(s.nbytes, 1, kSlice));
   for (size_t b = 0; b < buffers; ++b) {
-    if (buffers_[b].size() < transform.output_size(kSlice)) buffers_[b].resize(transform.output_size(kSlice));
+    if (buffers_[b].size() < transform.output_size(slice)) buffers_[b].resize(transform.output_size(slice));
   }
   std::array<std::future<uint64_t>, kBuffers> pending;
   auto collect = [&](std::future<uint64_t>& p) {
@@ -161,8 +165,8 @@ StoragePipeline::Pumped StoragePipeline::pump(const Storage& s, bool large) {
   size_t next = 0;
   bool head = true;
   auto stage = [&](std::span<const std::byte> view) {
-    for (size_t at = 0; at < view.size(); at += kSlice) {
-      const auto in = view.subspan(at, std::min(kSlice, view.size() - at));
+    for (size_t at = 0; at < view.size(); at += slice) {
+      const auto in = view.subspan(at, std::min(slice, view.size() - at));
       if (!large && transform.identity()) {  // nothing to change, nothing to overlap: no copy
         if (std::exchange(head, false)) zip_.note_direct_head(in.first(std::min<size_t>(in.size(), 8)));
         output(in);
@@ -194,9 +198,9 @@ StoragePipeline::Pumped StoragePipeline::pump(const Storage& s, bool large) {
       for_each_mapped(checkpoint_.input_of(s).fd(), checkpoint_.input_of(s).name(), s.source.offset, s.nbytes, s.source.record, stage);
     } else {
       RecordReader reader = open_storage_record(checkpoint_.input_of(s), s);
-      if (read_buffer_.size() < kSlice) read_buffer_.resize(kSlice);
+      if (read_buffer_.size() < slice) read_buffer_.resize(slice);
       while (reader.remaining() > 0) {
-        const std::span<std::byte> chunk(read_buffer_.data(), std::min<uint64_t>(kSlice, reader.remaining()));
+        const std::span<std::byte> chunk(read_buffer_.data(), std::min<uint64_t>(read_buffer_.size(), reader.remaining()));
         stage(chunk.first(reader.read(chunk)));
       }
     }

@@ -1,8 +1,10 @@
 #include "write/dcp_metadata_pickle.h"
 
 #include <cstdio>
+#include <functional>
 #include <map>
 #include <random>
+#include <unordered_map>
 
 #include "pickle/pickler.h"
 #include "pickle/value.h"
@@ -19,6 +21,20 @@ constexpr const char* kMetadataModule = "torch.distributed.checkpoint.metadata";
 class MetadataGraph {
  public:
   Value* str(const std::string& s) { return g_.make_str(s); }
+  // A field name or constant: one value, so that the pickle writes it once
+  // and refers back to it (CPython's memo does the same for the interned
+  // names of a dataclass's __dict__, and for torch.strided and the Enum
+  // member, which are single objects).
+  Value* shared(const std::string& s) {
+    Value*& v = names_[s];
+    if (v == nullptr) v = g_.make_str(s);
+    return v;
+  }
+  Value* once(const std::string& key, const std::function<Value*()>& make) {
+    Value*& v = constants_[key];
+    if (v == nullptr) v = make();
+    return v;
+  }
   Value* integer(int64_t i) { return g_.make_int(i); }
 
   Value* dict(std::vector<std::pair<Value*, Value*>> entries) {
@@ -75,13 +91,14 @@ class MetadataGraph {
  private:
   ValueGraph g_;
   std::map<std::pair<std::string, std::string>, Value*> globals_;
+  std::unordered_map<std::string, Value*> names_, constants_;
 };
 
 Value* storage_info(MetadataGraph& m, const DcpLocation& at) {
   return m.object("torch.distributed.checkpoint.filesystem", "_StorageInfo",
-                  m.dict({{m.str("relative_path"), m.str(at.file)},
-                          {m.str("offset"), m.integer(static_cast<int64_t>(at.offset))},
-                          {m.str("length"), m.integer(static_cast<int64_t>(at.length))}}));
+                  m.dict({{m.shared("relative_path"), m.shared(at.file)},
+                          {m.shared("offset"), m.integer(static_cast<int64_t>(at.offset))},
+                          {m.shared("length"), m.integer(static_cast<int64_t>(at.length))}}));
 }
 
 Value* tensor_metadata(MetadataGraph& m, const DcpEntry& e) {
@@ -91,15 +108,17 @@ Value* tensor_metadata(MetadataGraph& m, const DcpEntry& e) {
   Value* properties =
       m.object(kMetadataModule, "TensorProperties",
                m.tuple({m.global("torch", std::string(dtype_name(e.dtype))),
-                        m.call("torch.serialization", "_get_layout", {m.str("torch.strided")}), m.boolean(false),
-                        m.call(kMetadataModule, "_MEM_FORMAT_ENCODING", {m.integer(0)}), m.boolean(false)}));
+                        m.once("layout", [&] { return m.call("torch.serialization", "_get_layout", {m.str("torch.strided")}); }),
+                        m.boolean(false),
+                        m.once("contiguous", [&] { return m.call(kMetadataModule, "_MEM_FORMAT_ENCODING", {m.integer(0)}); }),
+                        m.boolean(false)}));
   std::vector<Value*> chunks;
   for (const DcpChunk& c : e.chunks) {
-    chunks.push_back(m.dataclass("ChunkStorageMetadata", {{m.str("offsets"), m.size(c.offsets)}, {m.str("sizes"), m.size(c.sizes)}}));
+    chunks.push_back(m.dataclass("ChunkStorageMetadata", {{m.shared("offsets"), m.size(c.offsets)}, {m.shared("sizes"), m.size(c.sizes)}}));
   }
-  return m.dataclass("TensorStorageMetadata", {{m.str("properties"), properties},
-                                               {m.str("size"), m.size(e.size)},
-                                               {m.str("chunks"), m.list(std::move(chunks))}});
+  return m.dataclass("TensorStorageMetadata", {{m.shared("properties"), properties},
+                                               {m.shared("size"), m.size(e.size)},
+                                               {m.shared("chunks"), m.list(std::move(chunks))}});
 }
 
 }  // namespace
@@ -109,34 +128,34 @@ std::string dcp_metadata_pickle(const std::vector<DcpEntry>& entries, const std:
   MetadataGraph m;
   std::vector<std::pair<Value*, Value*>> state_dict_metadata, planner_data, storage_data;
   for (const DcpEntry& e : entries) {
-    Value* fqn = m.str(e.fqn);  // one value: the pickle refers back to it, as CPython's memo does
+    Value* fqn = m.shared(e.fqn);  // the pickle refers back to it, as CPython's memo does
     std::vector<Value*> path;
-    for (const DcpPathStep& step : e.path) path.push_back(step.is_int ? m.integer(step.index) : m.str(step.key));
+    for (const DcpPathStep& step : e.path) path.push_back(step.is_int ? m.integer(step.index) : m.shared(step.key));
     planner_data.emplace_back(fqn, m.tuple(std::move(path)));
     if (e.is_tensor) {
       state_dict_metadata.emplace_back(fqn, tensor_metadata(m, e));
       for (size_t i = 0; i < e.chunks.size(); ++i) {
-        Value* index = m.dataclass("MetadataIndex", {{m.str("fqn"), fqn},
-                                                     {m.str("offset"), m.size(e.chunks[i].offsets)},
-                                                     {m.str("index"), m.integer(static_cast<int64_t>(i))}});
+        Value* index = m.dataclass("MetadataIndex", {{m.shared("fqn"), fqn},
+                                                     {m.shared("offset"), m.size(e.chunks[i].offsets)},
+                                                     {m.shared("index"), m.integer(static_cast<int64_t>(i))}});
         storage_data.emplace_back(index, storage_info(m, e.chunks[i].location));
       }
     } else {
       state_dict_metadata.emplace_back(fqn, m.object(kMetadataModule, "BytesStorageMetadata", nullptr));
       // A bytes item's offset is the class default, None: torch leaves it out.
-      Value* index = m.dataclass("MetadataIndex", {{m.str("fqn"), fqn}, {m.str("index"), m.none()}});
+      Value* index = m.dataclass("MetadataIndex", {{m.shared("fqn"), fqn}, {m.shared("index"), m.none()}});
       storage_data.emplace_back(index, storage_info(m, e.location));
     }
   }
-  Value* storage_meta = m.dataclass("StorageMeta", {{m.str("checkpoint_id"), m.str(checkpoint_id)},
-                                                    {m.str("save_id"), m.str(save_id)},
-                                                    {m.str("load_id"), m.none()},
-                                                    {m.str("modules"), m.list({})}});
-  Value* metadata = m.dataclass("Metadata", {{m.str("state_dict_metadata"), m.dict(std::move(state_dict_metadata))},
-                                             {m.str("planner_data"), m.dict(std::move(planner_data))},
-                                             {m.str("storage_data"), m.dict(std::move(storage_data))},
-                                             {m.str("storage_meta"), storage_meta},
-                                             {m.str("version"), m.str("1.0.0")}});
+  Value* storage_meta = m.dataclass("StorageMeta", {{m.shared("checkpoint_id"), m.str(checkpoint_id)},
+                                                    {m.shared("save_id"), m.str(save_id)},
+                                                    {m.shared("load_id"), m.none()},
+                                                    {m.shared("modules"), m.list({})}});
+  Value* metadata = m.dataclass("Metadata", {{m.shared("state_dict_metadata"), m.dict(std::move(state_dict_metadata))},
+                                             {m.shared("planner_data"), m.dict(std::move(planner_data))},
+                                             {m.shared("storage_data"), m.dict(std::move(storage_data))},
+                                             {m.shared("storage_meta"), storage_meta},
+                                             {m.shared("version"), m.str("1.0.0")}});
   return pickle_protocol2(metadata);
 }
 
