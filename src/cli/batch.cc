@@ -46,13 +46,38 @@ void add_batch_options(CLI::App* cmd, BatchArgs& args) {
   cmd->add_flag("--json", args.json, "Print one JSON report on stdout (schema in docs/cli.md)");
   cmd->add_flag("-q,--quiet", args.quiet, "Print nothing but errors");
   add_limit_option(cmd, args.limits);
+  cmd->add_option("--tag", args.tag,
+                  "DeepSpeed checkpoint directories: read this tag (e.g. global_step500) instead of the one their "
+                  "`latest` file names");
 }
 
 std::vector<Input> expand_inputs(const BatchArgs& args) {
   const std::vector<std::string>& globs = args.globs.empty() ? kDefaultGlobs : args.globs;
   std::vector<Input> out;
+  if (!args.tag.empty() && (args.tag == "." || args.tag == ".." || args.tag.find('/') != std::string::npos)) {
+    throw Error(ErrorKind::kInvalidArgument, "--tag '" + args.tag + "': a tag is the name of a directory in the "
+                                             "checkpoint directory (what DeepSpeed's `latest` holds)");
+  }
+  if (!args.tag.empty() && args.recursive) {
+    throw Error(ErrorKind::kInvalidArgument, "--tag names one tag of the checkpoint directories given, not of "
+                                             "those --recursive finds");
+  }
   for (const std::string& arg : args.inputs) {
     std::error_code ec;
+    if (!args.tag.empty()) {
+      // The tag directory, named for outputs after its checkpoint directory.
+      const fs::path checkpoint = fs::path(arg).lexically_normal();
+      std::string relative = checkpoint.filename().string();
+      if (relative.empty()) relative = checkpoint.parent_path().filename().string();
+      if (!fs::is_directory(arg, ec)) {
+        out.push_back({arg, "", "--tag reads a tag of a DeepSpeed checkpoint directory, and this is no directory"});
+      } else if (!fs::is_directory(checkpoint / args.tag, ec)) {
+        out.push_back({arg, "", "has no tag directory '" + args.tag + "' (--tag)"});
+      } else {
+        out.push_back({(checkpoint / args.tag).string(), relative, ""});
+      }
+      continue;
+    }
     // A distributed or DeepSpeed checkpoint directory is one checkpoint.
     if (!fs::is_directory(arg, ec) || is_checkpoint_directory(arg)) {
       out.push_back({arg, fs::path(arg).lexically_normal().filename().string(), ""});

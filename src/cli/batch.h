@@ -23,9 +23,12 @@ struct BatchArgs {
   bool json = false;
   bool quiet = false;
   std::vector<std::string> limits;  ///< --limit NAME=VALUE
+  /// --tag: DeepSpeed checkpoint directories are read at this tag (a
+  /// directory in each) instead of the one their `latest` names.
+  std::string tag;
 };
 
-/// Adds INPUTS..., --recursive, --glob, --jobs, --json, --quiet, --limit.
+/// Adds INPUTS..., --recursive, --glob, --jobs, --json, --quiet, --limit, --tag.
 void add_batch_options(CLI::App* cmd, BatchArgs& args);
 
 /// One input file.
@@ -35,7 +38,9 @@ struct Input {
   std::string error;     ///< set when the argument cannot be used (a directory without --recursive)
 };
 
-/// Expands directories (with --recursive) into their matching files, sorted.
+/// Expands directories (with --recursive) into their matching files, sorted;
+/// with --tag, each input is its tag directory. Throws Error(kInvalidArgument)
+/// for a --tag that is no plain name or comes with --recursive.
 std::vector<Input> expand_inputs(const BatchArgs& args);
 
 /// What one input produced.

@@ -31,7 +31,8 @@ naming the file, no output): a missing rank file, a cut rank file, a rank
 file of another run (another stage; bf16 and fp32 files mixed), param_shapes
 edited (with plain torch.save: the stage 1/2 model states hold no DeepSpeed
 class) so that a parameter runs past the partitions or the sizes overflow,
-and a `latest` naming a path outside the directory. `salvage` of a
+and a `latest` naming a path outside the directory. `--tag` reads the tag
+it names where `latest` names one that is not there. `salvage` of a
 directory missing a rank's optimizer file, or with a byte of its partition
 record flipped, writes every parameter wholly in the other rank's
 partition (and the buffers and frozen parameters), naming the lost ones.
@@ -274,6 +275,24 @@ class DamagedZero(support.ScratchDirTest):
         with open(os.path.join(root, "latest"), "w") as f:
             f.write("../stage1_fp32/global_step2")
         self.refuse(root, "does not name a tag directory beside it")
+
+    def test_tag_read_instead_of_latest(self):
+        root, tag = self.copy("stage1_fp32")
+        os.rename(tag, os.path.join(root, "global_step1000"))
+        with open(os.path.join(root, "latest"), "w") as f:
+            f.write("global_step2000")  # an unfinished save: `latest` names a tag that is not there
+        self.refuse(root, "global_step2000")
+        out = self.path("tagged.pt")
+        support.run("convert", root, "--tag", "global_step1000", "-o", out, check=0)
+        live = load_reference(os.path.join(ZERO, "stage1_fp32.expected", "live.pt"))
+        ours = load(out)
+        for key in CASES["stage1_fp32"]["model"]["trainable"]:
+            self.assertTrue(torch.equal(ours[key], live[key]), key)
+        proc = support.run("convert", root, "--tag", "global_step3", "-o", self.path("none.pt"), check=1)
+        self.assertIn("has no tag directory 'global_step3' (--tag)", proc.stderr)
+        proc = support.run("convert", root, "--tag", "../stage1_fp32", "-o", self.path("none.pt"), check=2)
+        self.assertIn("--tag '../stage1_fp32'", proc.stderr)
+        self.assertFalse(os.path.exists(self.path("none.pt")))
 
 
 if __name__ == "__main__":
