@@ -35,8 +35,17 @@ class Flattener {
   void check_depth(size_t depth, const std::vector<DcpPathStep>& path) const {
     if (depth > max_depth_) {
       throw Error(ErrorKind::kLimit, "the dict nests deeper than " + std::to_string(max_depth_) +
-                                         " levels (or holds itself), which DCP cannot flatten")
-          .at("key '" + fqn_of(path) + "'");
+                                         " levels, which DCP cannot flatten")
+          .at("key '" + short_fqn(path) + "'");
+    }
+  }
+
+  // A container met again inside itself: Python's flattening would recurse
+  // until its stack ran out.
+  void enter(const Value* container, const std::vector<DcpPathStep>& path) {
+    if (!on_path_.insert(container).second) {
+      throw Error(ErrorKind::kUnsupported, "the value here holds itself, which DCP cannot flatten")
+          .at("key '" + short_fqn(path) + "'");
     }
   }
 
@@ -47,6 +56,10 @@ class Flattener {
     if (v->kind != ValueKind::kList) return true;
     if (const auto it = terminal_.find(v); it != terminal_.end()) return it->second;
     check_depth(depth, path);
+    if (!checking_.insert(v).second) {
+      throw Error(ErrorKind::kUnsupported, "a list here holds itself, which DCP cannot flatten")
+          .at("key '" + short_fqn(path) + "'");
+    }
     bool terminal = true;
     for (const Value* entry : v->items) {
       if (is_tensor(entry) || is_dict_like(*entry) ||
@@ -55,12 +68,14 @@ class Flattener {
         break;
       }
     }
+    checking_.erase(v);
     terminal_.emplace(v, terminal);
     return terminal;
   }
 
   void descend_mapping(const Value* dict, std::vector<DcpPathStep>& path, size_t depth) {
     check_depth(depth, path);
+    enter(dict, path);
     for (const auto& [key, value] : dict->entries()) {
       DcpPathStep step;
       switch (key->kind) {
@@ -77,6 +92,7 @@ class Flattener {
       visit(value, path, depth + 1);
       path.pop_back();
     }
+    on_path_.erase(dict);
   }
 
   // _traverse_obj
@@ -87,6 +103,7 @@ class Flattener {
       leaf(value, path);
     } else {  // a list that holds tensors or mappings
       check_depth(depth, path);
+      enter(value, path);
       for (size_t i = 0; i < value->items.size(); ++i) {
         DcpPathStep step;
         step.is_int = true;
@@ -95,6 +112,7 @@ class Flattener {
         visit(value->items[i], path, depth + 1);
         path.pop_back();
       }
+      on_path_.erase(value);
     }
   }
 
@@ -118,6 +136,13 @@ class Flattener {
     items_.push_back(std::move(item));
   }
 
+  // For messages: a deep path's first steps and its last.
+  static std::string short_fqn(const std::vector<DcpPathStep>& path) {
+    if (path.size() <= 8) return fqn_of(path);
+    std::vector<DcpPathStep> head(path.begin(), path.begin() + 4);
+    return fqn_of(head) + "...(" + std::to_string(path.size() - 5) + " more)..." + fqn_of({path.back()});
+  }
+
   static std::string fqn_of(const std::vector<DcpPathStep>& path) {
     std::string fqn;
     for (const DcpPathStep& step : path) {
@@ -132,6 +157,7 @@ class Flattener {
   std::vector<DcpItem> items_;
   std::unordered_set<std::string> fqns_;
   std::unordered_map<const Value*, bool> terminal_;
+  std::unordered_set<const Value*> on_path_, checking_;
 };
 
 }  // namespace

@@ -157,15 +157,13 @@ void verify_metadata(const std::filesystem::path& temp, const std::vector<DcpEnt
   }
 }
 
-DcpSaveResult save_dcp_directory(const Checkpoint& checkpoint, const std::filesystem::path& directory,
-                                 const SaveOptions& options) {
+DcpSaveResult save_dcp_directory(const Checkpoint& checkpoint, const std::vector<DcpItem>& items,
+                                 const std::filesystem::path& directory, const SaveOptions& options) {
   const CheckpointImpl& impl = impl_of(checkpoint);
-  // Before writing anything: what the items' pickles would call, the GPU
-  // asked for, and what DCP cannot hold.
+  // Before writing anything: what the items' pickles would call and the GPU asked for.
   refuse_unknown_calls(checkpoint, options.allow_globals);
   if (options.verify) require_gpu_if_asked(options.verify_options.gpu);
   read_in_left_payloads(checkpoint);
-  const std::vector<DcpItem> items = plan_dcp_items(impl);
 
   std::error_code ec;
   const bool made = std::filesystem::create_directories(directory, ec);
@@ -287,9 +285,12 @@ DcpSaveResult save_dcp_directory(const Checkpoint& checkpoint, const std::filesy
 }  // namespace
 
 DcpSaveResult save_dcp(const Checkpoint& checkpoint, const std::filesystem::path& directory, const SaveOptions& options) {
+  // What DCP cannot hold is the input's: said of it, before the directory is touched.
+  const std::vector<DcpItem> items =
+      error_boundary(checkpoint.file_name(), [&] { return plan_dcp_items(impl_of(checkpoint)); });
   return error_boundary(directory.string(), [&] {
     try {
-      return save_dcp_directory(checkpoint, directory, options);
+      return save_dcp_directory(checkpoint, items, directory, options);
     } catch (Error& e) {
       if (e.kind() == ErrorKind::kIo || e.kind() == ErrorKind::kVerification || e.kind() == ErrorKind::kGpu) {
         e.note("nothing was written");

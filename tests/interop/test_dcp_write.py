@@ -23,8 +23,10 @@ so and skips):
     a DeepSpeed ZeRO directory (fixtures/torch2.14/zero, against DeepSpeed's
     own live weights) and with `cast --dtype bf16` on the way.
 Refused in one line, nothing written (no directory left): a root that is not
-a dict, two keys that flatten to one (torch: "duplicated flatten key"), an
-existing checkpoint without --force (replaced with it), --max-shard-size.
+a dict, two keys that flatten to one (torch: "duplicated flatten key"), a
+dict that holds itself (named as the input's), an existing checkpoint
+without --force (replaced with it), --max-shard-size. `ckptfix verify`
+takes every directory written.
 """
 import json
 import os
@@ -78,6 +80,7 @@ class DcpWriteTest(support.ScratchDirTest):
         out = self.path("out", name)
         support.run(command, src, "-o", out, "--format", "dcp", *extra, check=0)
         self.assertEqual(sorted(os.listdir(out)), [".metadata", "__0_0.distcp"])
+        support.run("verify", out, check=0)  # and ckptfix's own reader takes it
         return out
 
     def back(self, ckpt_dir, name):
@@ -206,6 +209,12 @@ class DcpWriteTest(support.ScratchDirTest):
         clash = self.path("clash.pt")
         torch.save({"a.b": torch.ones(1), "a": {"b": torch.zeros(1)}}, clash)
         self.refuse(["convert", clash, "-o", out, "--format", "dcp"], "key 'a.b'")
+        self.assertFalse(os.path.exists(out))
+        cycle = self.path("cycle.pt")
+        holds_itself = {"w": torch.ones(1)}
+        holds_itself["self"] = holds_itself  # dcp.save would recurse until Python's stack ran out
+        torch.save(holds_itself, cycle)
+        self.refuse(["convert", cycle, "-o", out, "--format", "dcp"], "'cycle.pt': key 'self': the value here holds itself")
         self.assertFalse(os.path.exists(out))
         src = self.path("sd.pt")
         torch.save({"w": torch.ones(2)}, src)
