@@ -214,7 +214,7 @@ class DcpWriteTest(support.ScratchDirTest):
         holds_itself = {"w": torch.ones(1)}
         holds_itself["self"] = holds_itself  # dcp.save would recurse until Python's stack ran out
         torch.save(holds_itself, cycle)
-        self.refuse(["convert", cycle, "-o", out, "--format", "dcp"], "'cycle.pt': key 'self': the value here holds itself")
+        self.refuse(["convert", cycle, "-o", out, "--format", "dcp"], "cycle.pt': key 'self': the value here holds itself")
         self.assertFalse(os.path.exists(out))
         src = self.path("sd.pt")
         torch.save({"w": torch.ones(2)}, src)
