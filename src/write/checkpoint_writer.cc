@@ -30,7 +30,7 @@ PickledObject pickle_checkpoint(const Checkpoint& checkpoint, bool libtorch_pick
   return pickle_value(impl_of(checkpoint), impl_of(checkpoint).root, libtorch_pickle);
 }
 
-PickledObject pickle_value(const CheckpointImpl& impl, Value* root, bool libtorch_pickle) {
+PickledObject pickle_value(const CheckpointImpl& impl, Value* root, bool libtorch_pickle, const std::string& location) {
   PickledObject out;
   const auto& storages = impl.storages;
   // Keyed by storage index, holding only the storages `root` reaches: a
@@ -104,7 +104,7 @@ PickledObject pickle_value(const CheckpointImpl& impl, Value* root, bool libtorc
     const std::string& cls = *class_name;
     Value* pid = scratch.make_tuple(
         {storage_tag, cached(classes, cls, [&] { return scratch.make_global(class_module, cls); }), key,
-         location_value(s.location),
+         location_value(location.empty() ? s.location : location),
          scratch.make_int(static_cast<int64_t>(numel))});
     save(pid);
   };
@@ -122,11 +122,11 @@ SaveResult write_checkpoint(const Checkpoint& checkpoint, ByteSink& sink, const 
 }
 
 SaveResult write_archive(const CheckpointImpl& impl, Value* object, const ArchiveStyle& style, ByteSink& sink,
-                         const SaveOptions& options, ReadBack* readback) {
+                         const SaveOptions& options, ReadBack* readback, const std::string& location) {
   SaveResult result;
   result.archive_root = !options.archive_root.empty() ? options.archive_root : std::string("archive");
   const std::string root = result.archive_root + "/";
-  const PickledObject pickled = pickle_value(impl, object, options.libtorch_pickle);
+  const PickledObject pickled = pickle_value(impl, object, options.libtorch_pickle, location);
   const auto& storages = impl.storages;
 
   uint64_t total = 0;

@@ -34,10 +34,11 @@ SaveResult write_checkpoint(const Checkpoint& checkpoint, ByteSink& sink, const 
 
 /// write_checkpoint of one value of `impl`'s graph (or a value built over
 /// its storages), as torch.save(that value) in `style`, under
-/// options.archive_root ("archive" when empty). Payloads left in the input
+/// options.archive_root ("archive" when empty), each storage tagged with
+/// `location` when one is given (else its own). Payloads left in the input
 /// must have been read in (model/payloads.h).
 SaveResult write_archive(const CheckpointImpl& impl, Value* object, const ArchiveStyle& style, ByteSink& sink,
-                         const SaveOptions& options, ReadBack* readback = nullptr);
+                         const SaveOptions& options, ReadBack* readback = nullptr, const std::string& location = {});
 
 /// The data.pkl bytes and output storage order for `checkpoint`.
 struct PickledObject {
@@ -45,8 +46,9 @@ struct PickledObject {
   std::vector<size_t> storage_order;  ///< storage indexes in output key order
 };
 PickledObject pickle_checkpoint(const Checkpoint& checkpoint, bool libtorch_pickle = false);
-/// The same for the value `root` of `impl`.
-PickledObject pickle_value(const CheckpointImpl& impl, Value* root, bool libtorch_pickle = false);
+/// The same for the value `root` of `impl` (each storage tagged `location` when given).
+PickledObject pickle_value(const CheckpointImpl& impl, Value* root, bool libtorch_pickle = false,
+                           const std::string& location = {});
 
 /// save() up to the rename: `checkpoint` written into `out`'s temporary
 /// file and verified (the caller has refused unknown calls and checked the

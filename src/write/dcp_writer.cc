@@ -168,7 +168,10 @@ DcpSaveResult save_dcp_directory(const Checkpoint& checkpoint, const std::vector
   std::error_code ec;
   const bool made = std::filesystem::create_directories(directory, ec);
   if (!std::filesystem::is_directory(directory)) {
-    throw Error(ErrorKind::kIo, ec ? ec.message() : "it is not a directory");
+    std::error_code ignored;
+    throw Error(ErrorKind::kIo, std::filesystem::exists(directory, ignored) || !ec
+                                    ? "it is there and is not a directory (a DCP checkpoint is one)"
+                                    : ec.message());
   }
   // A directory made here goes again when nothing is written into it.
   struct RemoveIfEmpty {
@@ -210,14 +213,15 @@ DcpSaveResult save_dcp_directory(const Checkpoint& checkpoint, const std::vector
     try {
       if (item.tensor != nullptr) {
         // The tensor alone, as the chunk torch writes: a plain tensor
-        // (detached, no Parameter) over its storage.
+        // (detached, no Parameter, moved to the CPU) over its storage.
         const Tensor& t = *item.tensor;
         ValueGraph scratch;
         Value* call = scratch.make(ValueKind::kObject);
         make_rebuild_call(scratch, *call, impl.storages, t.storage, t.storage_offset, t.shape, t.stride, false);
-        written[i].archive = write_archive(impl, call, ArchiveStyle::newest(), sink, item_options);
+        written[i].archive = write_archive(impl, call, ArchiveStyle::newest(), sink, item_options, nullptr, "cpu");
         done_before += impl.storages[static_cast<size_t>(t.storage)].output_nbytes();
       } else {
+        // torch.save(value) as DCP's planner does it: tensors inside stay where they were saved.
         written[i].archive = write_archive(impl, item.value, ArchiveStyle::newest(), sink, item_options);
       }
     } catch (Error& e) {
