@@ -21,7 +21,9 @@ so and skips):
   * from .safetensors (written by the judge's safetensors where it has it, else
     by ckptfix), from a Hugging Face shard set, from a legacy torch file, from
     a DeepSpeed ZeRO directory (fixtures/torch2.14/zero, against DeepSpeed's
-    own live weights) and with `cast --dtype bf16` on the way.
+    own live weights), from files saved on cuda:3, mixed devices and as a
+    legacy file on cuda, of every dtype torch 1.13 has, and with
+    `cast --dtype bf16` on the way.
 Refused in one line, nothing written (no directory left): a root that is not
 a dict, two keys that flatten to one (torch: "duplicated flatten key"), a
 dict that holds itself (named as the input's), an existing checkpoint
@@ -163,6 +165,20 @@ class DcpWriteTest(support.ScratchDirTest):
                     self.assertEqual(sorted(got), sorted(expected))
                     for k in expected:
                         self.assert_same_object(got[k], expected[k], f"{name}[{k}]")
+
+    def test_saved_on_gpus_and_every_dtype(self):
+        # Files torch 1.13 saved on cuda:3, on cuda/mps devices mixed, as a
+        # legacy file on cuda, and every dtype it has: the chunks are written
+        # on the CPU, as torch writes them, so the judge needs no GPU.
+        for name in ["cuda3.pt", "legacy_cuda.pt", "mixed_devices.pt", "all_dtypes.pt"]:
+            with self.subTest(fixture=name):
+                src = support.fixture(name)
+                expected = torch.load(src, map_location="cpu", weights_only=False)
+                got = self.back(self.to_dcp(src, name[:-3]), name[:-3])
+                self.assertEqual(list(got), list(expected))
+                for k, v in expected.items():
+                    self.assertEqual(got[k].dtype, v.dtype, k)
+                    self.assertTrue(test_dcp.tensor_bytes(got[k]) == test_dcp.tensor_bytes(v), k)
 
     def test_from_zero_directory(self):
         zero = support.fixture("torch2.14/zero")
