@@ -498,6 +498,15 @@ void read_zero_checkpoint(CheckpointImpl& impl) {
   const auto damage = [](const Error& e) {
     return e.kind() == ErrorKind::kCorrupt || e.kind() == ErrorKind::kNotCheckpoint || e.kind() == ErrorKind::kIo;
   };
+  std::error_code ec;
+  if (files.optimizer.empty() && std::filesystem::is_directory(dir / "zero", ec)) {
+    // ds_to_universal.py's output: each parameter's fp32 weight and moments
+    // in files of its own under zero/, beside copies of the model states.
+    throw Error(ErrorKind::kUnsupported, "it is a DeepSpeed universal checkpoint (ds_to_universal.py's zero/ folder "
+                                         "of per-parameter files), which ckptfix does not read; convert the ZeRO "
+                                         "checkpoint it was made from")
+        .in_file(dir.string());
+  }
   if (files.optimizer.empty() && salvage == nullptr) {
     // Stages 1 and 2 (and DeepSpeed without ZeRO) keep the whole module in
     // the model states; stage 3 keeps empty parameters there.

@@ -32,7 +32,8 @@ file of another run (another stage; bf16 and fp32 files mixed), param_shapes
 edited (with plain torch.save: the stage 1/2 model states hold no DeepSpeed
 class) so that a parameter runs past the partitions or the sizes overflow,
 and a `latest` naming a path outside the directory. `--tag` reads the tag
-it names where `latest` names one that is not there. `salvage` of a
+it names where `latest` names one that is not there. A universal checkpoint
+(ds_to_universal.py's zero/ folder) is refused as such. `salvage` of a
 directory missing a rank's optimizer file, or with a byte of its partition
 record flipped, writes every parameter wholly in the other rank's
 partition (and the buffers and frozen parameters), naming the lost ones.
@@ -275,6 +276,16 @@ class DamagedZero(support.ScratchDirTest):
         with open(os.path.join(root, "latest"), "w") as f:
             f.write("../stage1_fp32/global_step2")
         self.refuse(root, "does not name a tag directory beside it")
+
+    def test_universal_checkpoint_refused(self):
+        # ds_to_universal.py's layout: the model states copied beside zero/<param>/fp32.pt ...
+        root, tag = self.copy("stage2_fp32")
+        for name in os.listdir(tag):
+            if name.endswith("_optim_states.pt"):
+                os.remove(os.path.join(tag, name))
+        os.makedirs(os.path.join(tag, "zero", "embed.weight"))
+        torch.save({"param": torch.zeros(2)}, os.path.join(tag, "zero", "embed.weight", "fp32.pt"))
+        self.refuse(tag, "DeepSpeed universal checkpoint")
 
     def test_tag_read_instead_of_latest(self):
         root, tag = self.copy("stage1_fp32")
