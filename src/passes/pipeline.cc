@@ -230,7 +230,7 @@ PassReport run_passes(Checkpoint& checkpoint, const PassOptions& given) {
   // which reads in what it does not turn into storages (model/payloads.h).
   if (given.weights_only) {
     make_weights_only(checkpoint, given, report);
-  } else {
+  } else if (impl.payloads_in_file) {  // else no walk: a graph of 100,000 tensors has 1.5M values
     read_in_payloads(impl);
   }
   // 0. fit to a model: the state dict, fitted, becomes the root, which the

@@ -68,23 +68,39 @@ const std::string& CallAnalysis::key_of(const Value& global) {
   return key_;
 }
 
-GlobalKind CallAnalysis::kind_of(const Value& global) {
+const CallAnalysis::GlobalFacts& CallAnalysis::facts_of(const Value& global) {
+  if (const GlobalFacts* known = facts_.find(&global)) return *known;
+  GlobalFacts facts;
   const std::string& key = key_of(global);
   const auto it = kinds_.find(key);
-  if (it != kinds_.end()) return it->second;
-  const GlobalKind kind = classify_global(global.text, global.name()).kind;
-  kinds_.emplace(key, kind);
-  return kind;
+  if (it != kinds_.end()) {
+    facts.kind = it->second;
+  } else {
+    facts.kind = classify_global(global.text, global.name()).kind;
+    kinds_.emplace(key, facts.kind);
+  }
+  facts.calls_its_arguments = calls_its_arguments(global.text, global.name());
+  GlobalFacts& kept = facts_[&global];
+  kept = facts;
+  return kept;
 }
 
 void CallAnalysis::use(const Value& global, GlobalUse use, uint64_t offset, std::string_view how) {
-  const std::string& key = key_of(global);
-  const auto it = index_.find(key);
-  if (it == index_.end()) {
-    index_.emplace(key, usages_.size());
+  const size_t* known = index_by_value_.find(&global);
+  size_t index;
+  if (known != nullptr) {
+    index = *known;
+  } else {
+    const std::string& key = key_of(global);
+    const auto it = index_.find(key);
+    index = it != index_.end() ? it->second : usages_.size();
+    index_by_value_.emplace(&global, index);
+  }
+  if (index == usages_.size()) {
+    index_.emplace(key_of(global), index);
     usages_.push_back({global.text, global.name(), use, offset, std::string(how)});
   } else {
-    GlobalUsage& u = usages_[it->second];
+    GlobalUsage& u = usages_[index];
     if (use <= u.use) return;
     u.use = use;
     u.offset = offset;
@@ -211,8 +227,7 @@ void CallAnalysis::object_made(const Value& object, uint64_t offset, const char*
       kind == GlobalKind::kUnknown && looks_like_enum_member(*callable, args) ? std::string(opcode) + kEnumShape
                                                                               : std::string(opcode));
   // A callable ckptfix does not know may call what it is given.
-  if (kind == GlobalKind::kUnknown || kind == GlobalKind::kFunction ||
-      calls_its_arguments(callable->text, callable->name())) {
+  if (kind == GlobalKind::kUnknown || kind == GlobalKind::kFunction || facts_of(*callable).calls_its_arguments) {
     mark_called(args, offset, "in the arguments of a call");
     mark_called(kwargs, offset, "in the arguments of a call");
   }

@@ -100,6 +100,8 @@ class CallAnalysis {
   /// `v` is freed (its slot may be reused for a new value).
   void forget(const Value* v) {
     if (!called_.empty()) called_.erase(v);
+    if (!index_by_value_.empty()) index_by_value_.erase(v);
+    if (!facts_.empty()) facts_.erase(v);
   }
 
   /// Every global named (named()) or used, in order of first appearance, with its strongest use.
@@ -108,7 +110,13 @@ class CallAnalysis {
  private:
   /// The name's key in kinds_ and index_, in key_.
   const std::string& key_of(const Value& global);
-  GlobalKind kind_of(const Value& global);
+  /// What the policy says of a global, judged once per global value.
+  struct GlobalFacts {
+    GlobalKind kind = GlobalKind::kUnknown;
+    bool calls_its_arguments = false;
+  };
+  const GlobalFacts& facts_of(const Value& global);
+  GlobalKind kind_of(const Value& global) { return facts_of(global).kind; }
   /// The use `use` of `global` at `offset`, kept when stronger than what was seen.
   void use(const Value& global, GlobalUse use, uint64_t offset, std::string_view how);
   /// Marks `v` and everything reachable from it as called, once each.
@@ -125,6 +133,11 @@ class CallAnalysis {
   std::vector<const Value*> pending_;
   std::unordered_map<std::string, GlobalKind> kinds_;  // classify_global of each name judged
   std::unordered_map<std::string, size_t> index_;      // usages_ position of each name
+  // The same for each global value met: torch's pickles name a global once
+  // and refer back to that value, so a state dict of 100,000 tensors meets
+  // a few values 100,000 times each, and no name key need be built again.
+  PointerMap<Value, size_t> index_by_value_;
+  PointerMap<Value, GlobalFacts> facts_;
   std::vector<GlobalUsage> usages_;
   std::string key_;  // key_of's buffer
 };

@@ -112,6 +112,29 @@ PickledObject pickle_value(const CheckpointImpl& impl, Value* root, bool libtorc
   return out;
 }
 
+std::vector<size_t> keys_in_text_order(size_t n) {
+  // 0 first (no key starts with another 0), then 1..n-1 in preorder of the
+  // decimal digit tree: descend to k * 10 while it is a key, else step to
+  // the next sibling, climbing while the step carries.
+  std::vector<size_t> out;
+  out.reserve(n);
+  if (n == 0) return out;
+  out.push_back(0);
+  const size_t last = n - 1;
+  size_t k = 1;
+  for (size_t i = 1; i < n; ++i) {
+    out.push_back(k);
+    if (k <= last / 10) {
+      k *= 10;
+    } else {
+      if (k >= last) k /= 10;
+      ++k;
+      while (k % 10 == 0) k /= 10;
+    }
+  }
+  return out;
+}
+
 SaveResult write_checkpoint(const Checkpoint& checkpoint, ByteSink& sink, const SaveOptions& options,
                             ReadBack* readback) {
   read_in_left_payloads(checkpoint);  // the pickler writes `text`
@@ -135,11 +158,12 @@ SaveResult write_archive(const CheckpointImpl& impl, Value* object, const Archiv
   // Storage records: in key order where `.format_version` promises it (torch
   // >= 2.7), else in the string order of the keys ("10" before "2"), as
   // torch <= 2.6 writes them.
-  std::vector<size_t> record_keys(pickled.storage_order.size());
-  for (size_t key = 0; key < record_keys.size(); ++key) record_keys[key] = key;
-  if (!style.format_version) {
-    std::sort(record_keys.begin(), record_keys.end(),
-              [](size_t a, size_t b) { return std::to_string(a) < std::to_string(b); });
+  std::vector<size_t> record_keys;
+  if (style.format_version) {
+    record_keys.resize(pickled.storage_order.size());
+    for (size_t key = 0; key < record_keys.size(); ++key) record_keys[key] = key;
+  } else {
+    record_keys = keys_in_text_order(pickled.storage_order.size());
   }
 
   ZipWriter zip(sink, style.storage_alignment);

@@ -40,6 +40,10 @@ SaveResult write_checkpoint(const Checkpoint& checkpoint, ByteSink& sink, const 
 SaveResult write_archive(const CheckpointImpl& impl, Value* object, const ArchiveStyle& style, ByteSink& sink,
                          const SaveOptions& options, ReadBack* readback = nullptr, const std::string& location = {});
 
+/// The keys 0..n-1 in the order of their decimal text ("0", "1", "10",
+/// "100", "11", ..., "2"): the order torch <= 2.6 writes storage records in.
+std::vector<size_t> keys_in_text_order(size_t n);
+
 /// The data.pkl bytes and output storage order for `checkpoint`.
 struct PickledObject {
   std::string bytes;

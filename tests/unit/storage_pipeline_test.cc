@@ -262,3 +262,20 @@ TEST_F(PipelineTest, BothThreadsReadBackEveryPartTheyWrite) {
 
 }  // namespace
 }  // namespace ckptfix
+
+namespace ckptfix {
+namespace {
+
+// torch <= 2.6 writes storage records in the string order of their keys.
+TEST(KeysInTextOrder, IsTheSortOfTheirDecimalText) {
+  for (size_t n : {size_t{0}, size_t{1}, size_t{2}, size_t{9}, size_t{10}, size_t{11}, size_t{99}, size_t{100},
+                   size_t{101}, size_t{1000}, size_t{1234}, size_t{10001}}) {
+    std::vector<size_t> expected(n);
+    for (size_t i = 0; i < n; ++i) expected[i] = i;
+    std::sort(expected.begin(), expected.end(), [](size_t a, size_t b) { return std::to_string(a) < std::to_string(b); });
+    EXPECT_EQ(keys_in_text_order(n), expected) << n;
+  }
+}
+
+}  // namespace
+}  // namespace ckptfix
