@@ -64,14 +64,20 @@ std::optional<std::string> format_of_name(const std::filesystem::path& output) {
   return std::nullopt;
 }
 
+// What an output made from a directory (or a .metadata) is named after:
+// the directory's name.
+std::filesystem::path directory_name(const Input& input) {
+  std::filesystem::path name = std::filesystem::path(input.relative);
+  if (name.filename() == ".metadata") name = name.parent_path();
+  if (name.empty() || name == ".") name = std::filesystem::absolute(input.path).lexically_normal().parent_path().filename();
+  return name;
+}
+
 std::filesystem::path output_for(const RewriteArgs& args, const Input& input) {
   if (args.in_place) return input.path;
   if (!args.output.empty()) return args.output;
-  if (args.format == "dcp") {
-    // A directory named after the input, without its extension.
-    std::filesystem::path name = std::filesystem::path(input.relative);
-    if (name.filename() == ".metadata") name = name.parent_path();
-    if (name.empty() || name == ".") name = std::filesystem::absolute(input.path).lexically_normal().parent_path().filename();
+  if (args.format == "dcp") {  // a directory named after the input, without its extension
+    std::filesystem::path name = directory_name(input);
     const std::optional<std::string> known = format_of_name(name);
     if (known && !known->empty()) name.replace_extension();
     return std::filesystem::path(args.out_dir) / name;
@@ -81,10 +87,8 @@ std::filesystem::path output_for(const RewriteArgs& args, const Input& input) {
   std::error_code ec;
   const std::filesystem::path in(input.path);
   if (std::filesystem::is_directory(in, ec) || in.filename() == ".metadata") {
-    std::filesystem::path name = std::filesystem::path(input.relative);
-    if (name.filename() == ".metadata") name = name.parent_path();
-    if (name.empty() || name == ".") name = std::filesystem::absolute(in).lexically_normal().parent_path().filename();
-    return std::filesystem::path(args.out_dir) / (name.string() + (args.format == "safetensors" ? ".safetensors" : ".pt"));
+    return std::filesystem::path(args.out_dir) /
+           (directory_name(input).string() + (args.format == "safetensors" ? ".safetensors" : ".pt"));
   }
   return std::filesystem::path(args.out_dir) / input.relative;
 }
