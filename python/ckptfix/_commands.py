@@ -149,13 +149,17 @@ def convert(src: Path, dst: Path, *, extract: Optional[str] = None, key: Optiona
             for_libtorch: bool = False, weights_only: bool = False, drop_unknown: bool = False,
             format: Optional[str] = None, metadata: Optional[Mapping[str, str]] = None, drop_aliases: bool = False,
             max_shard_size: Optional[str] = None, allow_globals: Sequence[str] = (), torch: Optional[str] = None,
-            force: bool = False, verify: bool = True) -> Report:
+            tag: Optional[str] = None, force: bool = False, verify: bool = True) -> Report:
     """`ckptfix convert`: re-write as a torch zip file, or as safetensors
     (by `format` or dst's extension; `max_shard_size` writes a Hugging Face
-    shard set), from any format ckptfix reads (legacy, safetensors, shard
-    sets, distributed checkpoints). `extract`: keep only the value at this
-    path ("state_dict")."""
+    shard set), or with format="dcp" as a torch.distributed.checkpoint
+    directory dst, from any format ckptfix reads (legacy, safetensors, shard
+    sets, distributed checkpoints, DeepSpeed ZeRO directories: `tag` reads
+    another tag than their `latest` names). `extract`: keep only the value
+    at this path ("state_dict")."""
     args = ["convert", _src(src)]
+    if tag:
+        args += ["--tag", tag]
     if extract:
         args += ["--extract", extract]
     if key:

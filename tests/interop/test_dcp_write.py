@@ -23,7 +23,8 @@ so and skips):
     a DeepSpeed ZeRO directory (fixtures/torch2.14/zero, against DeepSpeed's
     own live weights), from files saved on cuda:3, mixed devices and as a
     legacy file on cuda, of every dtype torch 1.13 has, and with
-    `cast --dtype bf16` on the way.
+    `cast --dtype bf16` on the way; and through the Python package,
+    ckptfix.convert(src, dst, format="dcp").
 Refused in one line, nothing written (no directory left): a root that is not
 a dict, two keys that flatten to one (torch: "duplicated flatten key"), a
 dict that holds itself (named as the input's), an existing checkpoint
@@ -205,6 +206,19 @@ class DcpWriteTest(support.ScratchDirTest):
             want = v.bfloat16() if v.is_floating_point() else v
             self.assertEqual(got[k].dtype, want.dtype, k)
             self.assertTrue(torch.equal(got[k], want), k)
+
+    def test_python_api(self):
+        sys.path.insert(0, os.path.join(support.REPO, "python"))
+        import ckptfix
+        os.environ["CKPTFIX_BIN"] = support.CKPTFIX  # the binary the package runs
+        state = test_dcp.single_state()
+        src = self.path("python.pt")
+        torch.save(state, src)
+        out = self.path("out", "python")
+        report = ckptfix.convert(src, out, format="dcp")
+        self.assertEqual(report["inputs"][0]["format"], "dcp")
+        self.assert_same_object(self.back(out, "python"), self.back(self.torch_dcp(state, "python"), "python-torch"),
+                                "python")
 
     # -- refusals ---------------------------------------------------------------
 
