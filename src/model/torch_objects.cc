@@ -1,6 +1,5 @@
 #include "model/torch_objects.h"
 
-#include <algorithm>
 #include <unordered_map>
 
 #include "ckptfix/error.h"
@@ -377,19 +376,17 @@ std::optional<std::string> meta_view_problem(const Tensor& t) {
 void validate_tensor_views(const Checkpoint& checkpoint) {
   const auto& tensors = impl_of(checkpoint).tensors;
   const auto& storages = impl_of(checkpoint).storages;
-  auto problem_of = [&](const Tensor& t) {
-    // A meta tensor has no storage to fit; only the counts torch checks too.
-    return t.kind == TensorKind::kMeta ? meta_view_problem(t)
-                                       : tensor_view_problem(t, storages[static_cast<size_t>(t.storage)]);
-  };
-  // The keys (every tensor's path in the graph, made with allocations) are
-  // looked for only when some view is bad: most files have none.
-  if (std::none_of(tensors.begin(), tensors.end(), [&](const Tensor& t) { return problem_of(t).has_value(); })) return;
   std::vector<bool> checked(tensors.size(), false);
   for (const TensorPosition& pos : checkpoint.tensor_positions()) {
     if (checked[pos.tensor]) continue;
     checked[pos.tensor] = true;
-    if (const auto problem = problem_of(tensors[pos.tensor])) {
+    const Tensor& t = tensors[pos.tensor];
+    if (t.kind == TensorKind::kMeta) {  // no storage to fit; only the counts torch checks too
+      const std::optional<std::string> problem = meta_view_problem(t);
+      if (problem) throw Error(ErrorKind::kCorrupt, *problem).at("key '" + path_to_string(pos.path) + "'");
+      continue;
+    }
+    if (const auto problem = tensor_view_problem(t, storages[static_cast<size_t>(t.storage)])) {
       throw Error(ErrorKind::kCorrupt, *problem).at("key '" + path_to_string(pos.path) + "'");
     }
   }
