@@ -13,9 +13,7 @@
 namespace ckptfix {
 namespace {
 
-Error mismatch(const std::string& where, const std::string& message) {
-  return Error(ErrorKind::kVerification, message).at(where);
-}
+Error mismatch(const std::string& where, const std::string& message) { return verification_mismatch(where, message); }
 
 // The tensors read back must be the tensors the passes intended.
 void compare_tensors(const Checkpoint& intended, const Checkpoint& back, const SaveResult& written, VerifyReport& report) {
@@ -76,45 +74,10 @@ VerifyReport verify_written_file(const std::filesystem::path& path, const Checkp
   uint64_t total = 0;
   for (const SaveResult::Record& r : written.records) total += r.size;
   ReadBack readback(path.string(), options.gpu, options.progress, total, inject_gpu_fault);
-  // Each storage record is loaded on the device as its dtype.
-  std::unordered_map<std::string, DType> storage_dtypes;
-  for (const WrittenStorage& s : written.storages) {
-    storage_dtypes.emplace(s.record, impl_of(intended).storages[s.storage].output_dtype());
-  }
   try {
     auto file = InputFile::open(path);
     ZipReader zip(file);
-    // The archive: every record where it was written, aligned, with its CRC.
-    if (zip.entries().size() != written.records.size()) {
-      throw mismatch("central directory", std::to_string(zip.entries().size()) + " records read back, " +
-                                              std::to_string(written.records.size()) + " were written");
-    }
-    for (size_t i = 0; i < written.records.size(); ++i) {
-      const ZipEntry& e = zip.entries()[i];
-      const SaveResult::Record& r = written.records[i];
-      if (e.name != r.name) throw mismatch("central directory", "record " + std::to_string(i) + " is '" + e.name + "', '" + r.name + "' was written");
-      if (e.data_offset != r.data_offset || e.size != r.size || e.method != 0) {
-        throw mismatch(r.name, "record reads back at offset " + hex_offset(e.data_offset) + " with " +
-                                   std::to_string(e.size) + " bytes, written at " + hex_offset(r.data_offset) +
-                                   " with " + std::to_string(r.size));
-      }
-      if (e.data_offset % 64 != 0) throw mismatch(r.name, "record data at " + hex_offset(e.data_offset) + " is not 64-byte aligned");
-      if (e.crc32 != r.crc32) throw mismatch(r.name, "central directory CRC-32 " + hex32(e.crc32) + ", " + hex32(r.crc32) + " was written");
-
-      // The bytes, read back through the page cache (and the GPU), unless the
-      // writer already did that for this record as soon as it was complete.
-      const auto storage = storage_dtypes.find(r.name);
-      const bool is_storage = storage != storage_dtypes.end();
-      if (!r.read_back) {
-        readback.check(r.name, r.data_offset, r.size, r.crc32, r.has_hash ? std::optional(r.hash) : std::nullopt,
-                       is_storage ? std::optional(storage->second) : std::nullopt);
-      }
-      ++report.records;
-      ++report.records_crc_checked;
-      if (!r.has_hash) ++report.records_copied;
-      report.bytes += e.size;
-      if (is_storage) ++report.storages;
-    }
+    check_written_records(zip.entries(), written, impl_of(intended), 0, "", readback, report);
     // The object graph, re-parsed with the limits the input was read with.
     OpenOptions reopen;
     reopen.limits = intended.read_limits();
@@ -124,17 +87,74 @@ VerifyReport verify_written_file(const std::filesystem::path& path, const Checkp
     report.gpu = readback.gpu();
     report.gpu.add(written.readback_gpu);
   } catch (Error& e) {
-    if (e.kind() == ErrorKind::kVerification || e.kind() == ErrorKind::kGpu) throw;
-    // Anything else the reader says about our own output is a verification failure.
-    Error failure(ErrorKind::kVerification, "the written file does not read back: " + e.message());
-    failure.at(e.location());
-    throw failure;
+    throw verification_failure(e, "file");
   }
   report.seconds = std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
   return report;
 }
 
 }  // namespace
+
+Error verification_mismatch(const std::string& where, const std::string& message) {
+  return Error(ErrorKind::kVerification, message).at(where);
+}
+
+Error verification_failure(const Error& e, const std::string& what) {
+  if (e.kind() == ErrorKind::kVerification || e.kind() == ErrorKind::kGpu) return e;
+  // Anything else the reader says about our own output is a verification failure.
+  Error failure(ErrorKind::kVerification, "the written " + what + " does not read back: " + e.message());
+  failure.at(e.location());
+  return failure;
+}
+
+void check_written_records(const std::vector<ZipEntry>& entries, const SaveResult& written,
+                           const CheckpointImpl& intended, uint64_t base, const std::string& what, ReadBack& readback,
+                           VerifyReport& report) {
+  auto in_zip = [&](const std::string& where) { return what.empty() ? where : what + ": " + where; };
+  // Each storage record is loaded on the device as its dtype.
+  std::unordered_map<std::string, DType> storage_dtypes;
+  for (const WrittenStorage& s : written.storages) {
+    storage_dtypes.emplace(s.record, intended.storages[s.storage].output_dtype());
+  }
+  // The archive: every record where it was written, aligned, with its CRC.
+  if (entries.size() != written.records.size()) {
+    throw mismatch(in_zip("central directory"), std::to_string(entries.size()) + " records read back, " +
+                                                    std::to_string(written.records.size()) + " were written");
+  }
+  for (size_t i = 0; i < written.records.size(); ++i) {
+    const ZipEntry& e = entries[i];
+    const SaveResult::Record& r = written.records[i];
+    if (e.name != r.name) {
+      throw mismatch(in_zip("central directory"),
+                     "record " + std::to_string(i) + " is '" + e.name + "', '" + r.name + "' was written");
+    }
+    if (e.data_offset != r.data_offset || e.size != r.size || e.method != 0) {
+      throw mismatch(in_zip(r.name), "record reads back at offset " + hex_offset(e.data_offset) + " with " +
+                                         std::to_string(e.size) + " bytes, written at " + hex_offset(r.data_offset) +
+                                         " with " + std::to_string(r.size));
+    }
+    if (e.data_offset % 64 != 0) {
+      throw mismatch(in_zip(r.name), "record data at " + hex_offset(e.data_offset) + " is not 64-byte aligned");
+    }
+    if (e.crc32 != r.crc32) {
+      throw mismatch(in_zip(r.name), "central directory CRC-32 " + hex32(e.crc32) + ", " + hex32(r.crc32) + " was written");
+    }
+    // The bytes, read back through the page cache (and the GPU), unless the
+    // writer already did that for this record as soon as it was complete.
+    const auto storage = storage_dtypes.find(r.name);
+    const bool is_storage = storage != storage_dtypes.end();
+    if (!r.read_back) {
+      readback.check(in_zip(r.name), base + r.data_offset, r.size, r.crc32,
+                     r.has_hash ? std::optional(r.hash) : std::nullopt,
+                     is_storage ? std::optional(storage->second) : std::nullopt);
+    }
+    ++report.records;
+    ++report.records_crc_checked;
+    if (!r.has_hash) ++report.records_copied;
+    report.bytes += e.size;
+    if (is_storage) ++report.storages;
+  }
+}
 
 VerifyReport verify_written(const std::filesystem::path& path, const Checkpoint& intended, const SaveResult& written,
                             const VerifyOptions& options, bool inject_gpu_fault) {

@@ -25,10 +25,14 @@
 
 namespace ckptfix {
 
-PickledObject pickle_checkpoint(const Checkpoint& checkpoint, bool libtorch_pickle) {
-  read_in_left_payloads(checkpoint);  // the pickler writes `text`
-  return pickle_value(impl_of(checkpoint), impl_of(checkpoint).root, libtorch_pickle);
-}
+namespace {
+
+// The data.pkl bytes of the value `root` of `impl`, and the output order of
+// the storages it reaches (each tagged `location` when one is given).
+struct PickledObject {
+  std::string bytes;
+  std::vector<size_t> storage_order;  ///< storage indexes in output key order
+};
 
 PickledObject pickle_value(const CheckpointImpl& impl, Value* root, bool libtorch_pickle, const std::string& location) {
   PickledObject out;
@@ -111,6 +115,8 @@ PickledObject pickle_value(const CheckpointImpl& impl, Value* root, bool libtorc
   out.bytes = pickle_protocol2(root, options);
   return out;
 }
+
+}  // namespace
 
 std::vector<size_t> keys_in_text_order(size_t n) {
   // 0 first (no key starts with another 0), then 1..n-1 in preorder of the

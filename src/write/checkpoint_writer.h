@@ -44,16 +44,6 @@ SaveResult write_archive(const CheckpointImpl& impl, Value* object, const Archiv
 /// "100", "11", ..., "2"): the order torch <= 2.6 writes storage records in.
 std::vector<size_t> keys_in_text_order(size_t n);
 
-/// The data.pkl bytes and output storage order for `checkpoint`.
-struct PickledObject {
-  std::string bytes;
-  std::vector<size_t> storage_order;  ///< storage indexes in output key order
-};
-PickledObject pickle_checkpoint(const Checkpoint& checkpoint, bool libtorch_pickle = false);
-/// The same for the value `root` of `impl` (each storage tagged `location` when given).
-PickledObject pickle_value(const CheckpointImpl& impl, Value* root, bool libtorch_pickle = false,
-                           const std::string& location = {});
-
 /// save() up to the rename: `checkpoint` written into `out`'s temporary
 /// file and verified (the caller has refused unknown calls and checked the
 /// GPU asked for); `out` is not committed, so that a shard set commits its

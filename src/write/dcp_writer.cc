@@ -23,7 +23,7 @@
 #include "model/checkpoint_impl.h"
 #include "model/payloads.h"
 #include "model/torch_objects.h"
-#include "bytes/byte_checker.h"
+#include "verify/verify_written.h"
 #include "write/checkpoint_writer.h"
 #include "write/dcp_metadata_pickle.h"
 #include "write/dcp_plan.h"
@@ -61,9 +61,7 @@ struct WrittenItem {
   SaveResult archive;  ///< offsets relative to the item
 };
 
-Error mismatch(const std::string& where, const std::string& message) {
-  return Error(ErrorKind::kVerification, message).at(where);
-}
+Error mismatch(const std::string& where, const std::string& message) { return verification_mismatch(where, message); }
 
 std::string item_name(const DcpItem& item) { return (item.tensor ? "tensor '" : "value '") + item.fqn + "'"; }
 
@@ -78,34 +76,7 @@ void verify_item(const std::shared_ptr<const InputFile>& file, const CheckpointI
                                    std::to_string(w.offset + w.length) + "]");
   back.limits = impl.limits;
   read_zip_checkpoint(back);
-  const std::vector<ZipEntry>& entries = back.zip->entries();
-  const std::vector<SaveResult::Record>& records = w.archive.records;
-  if (entries.size() != records.size()) {
-    throw mismatch(what, std::to_string(entries.size()) + " records read back, " + std::to_string(records.size()) +
-                             " were written");
-  }
-  std::unordered_map<std::string, DType> storage_dtypes;
-  for (const WrittenStorage& s : w.archive.storages) {
-    storage_dtypes.emplace(s.record, impl.storages[s.storage].output_dtype());
-  }
-  for (size_t i = 0; i < records.size(); ++i) {
-    const ZipEntry& e = entries[i];
-    const SaveResult::Record& r = records[i];
-    if (e.name != r.name || e.data_offset != r.data_offset || e.size != r.size || e.crc32 != r.crc32 || e.method != 0) {
-      throw mismatch(what, "record " + std::to_string(i) + " reads back as '" + e.name + "' (" + std::to_string(e.size) +
-                               " bytes at " + hex_offset(e.data_offset) + "), '" + r.name + "' (" +
-                               std::to_string(r.size) + " bytes at " + hex_offset(r.data_offset) + ") was written");
-    }
-    const auto storage = storage_dtypes.find(r.name);
-    readback.check(what + ": " + r.name, w.offset + r.data_offset, r.size, r.crc32,
-                   r.has_hash ? std::optional(r.hash) : std::nullopt,
-                   storage != storage_dtypes.end() ? std::optional(storage->second) : std::nullopt);
-    ++report.records;
-    ++report.records_crc_checked;
-    if (!r.has_hash) ++report.records_copied;
-    if (storage != storage_dtypes.end()) ++report.storages;
-    report.bytes += r.size;
-  }
+  check_written_records(back.zip->entries(), w.archive, impl, w.offset, what, readback, report);
   ++report.zips;
   if (item.tensor == nullptr) return;
   const Tensor& want = *item.tensor;
@@ -272,10 +243,7 @@ DcpSaveResult save_dcp_directory(const Checkpoint& checkpoint, const std::vector
       report.gpu = readback.gpu();
       verify_metadata(metadata_out.temp_path(), entries, impl.limits);
     } catch (Error& e) {
-      if (e.kind() == ErrorKind::kVerification || e.kind() == ErrorKind::kGpu) throw;
-      Error failure(ErrorKind::kVerification, "the written checkpoint does not read back: " + e.message());
-      failure.at(e.location());
-      throw failure;
+      throw verification_failure(e, "checkpoint");
     }
     report.seconds = std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
     result.verification = report;
