@@ -46,6 +46,9 @@ struct SafetensorsOptions {
   /// DIR/model.safetensors.index.json; each file's `__metadata__` has
   /// "format": "pt". When everything fits in one file, `path` alone is written.
   uint64_t max_shard_size = 0;
+  /// Threads (see SaveOptions::threads): a safetensors file is written by at
+  /// most two, the writer and the read-back; 1 keeps both on the caller's.
+  unsigned threads = 0;
 };
 
 /// What a write produced.

@@ -39,6 +39,12 @@ struct SaveOptions {
   /// (see unknown_calls), since loading the output with weights_only=False
   /// would run it.
   std::vector<std::string> allow_globals;
+  /// Threads a write may use at once, the caller's among them: large
+  /// records are split among them (docs/performance.md, "Every core").
+  /// 0: one per core, at most 16 (each holds about 2.5 MiB of buffers, and
+  /// past that the file's write lock in the kernel is what they wait for).
+  /// 1: everything on the caller's thread.
+  unsigned threads = 0;
 };
 
 /// One storage as written: where it went and what it holds.

@@ -1,5 +1,7 @@
 // One worker thread running tasks in order, so hashing and read-back
-// verification overlap with writing on a second core.
+// verification overlap with writing on a second core; or, where the
+// caller may use no second thread (a write limited to one), none: each
+// task runs at once on the caller's thread.
 #pragma once
 
 #include <condition_variable>
@@ -14,7 +16,8 @@ namespace ckptfix {
 class Background {
  public:
   /// The thread starts with the first task (many small files never need it).
-  Background() = default;
+  /// `on_caller`: no thread; run() does each task before it returns.
+  explicit Background(bool on_caller = false) : on_caller_(on_caller) {}
   ~Background();
   Background(const Background&) = delete;
   Background& operator=(const Background&) = delete;
@@ -25,6 +28,10 @@ class Background {
     using R = decltype(task());
     auto packaged = std::make_shared<std::packaged_task<R()>>(std::move(task));
     std::future<R> result = packaged->get_future();
+    if (on_caller_) {
+      (*packaged)();  // its exception, like its value, goes into the future
+      return result;
+    }
     {
       std::lock_guard<std::mutex> lock(mutex_);
       queue_.emplace_back([packaged] { (*packaged)(); });
@@ -37,6 +44,7 @@ class Background {
  private:
   void loop();
 
+  const bool on_caller_;
   std::mutex mutex_;
   std::condition_variable ready_;
   std::deque<std::function<void()>> queue_;

@@ -93,7 +93,7 @@ void ByteChecker::sum_piece(std::span<const std::byte> piece) {
   Running& r = *running_;
   if (r.sum == Sum::kXxh3) {
     r.hash.update(piece);
-  } else {
+  } else if (r.sum == Sum::kCrc32) {
     r.crc = crc32_update(r.crc, piece);
   }
   if (r.device) r.expected.update(piece);
@@ -182,6 +182,12 @@ ReadBack::ReadBack(const std::string& path, GpuMode gpu, ProgressCallback progre
   if (fd_ < 0) throw system_error("cannot re-open for verification").in_file(path);
 }
 
+ReadBack::ReadBack(const std::string& path, std::unique_ptr<LoadTestDevice> device, const std::string& name)
+    : path_(path), checker_(std::move(device), name, gpu_) {
+  fd_ = ::open(path.c_str(), O_RDONLY | O_CLOEXEC);
+  if (fd_ < 0) throw system_error("cannot re-open for verification").in_file(path);
+}
+
 ReadBack::~ReadBack() {
   if (fd_ >= 0) ::close(fd_);
 }
@@ -231,6 +237,13 @@ void ReadBack::check(const std::string& record, uint64_t offset, uint64_t size, 
         .at(record);
   }
   bytes_ += size;
+}
+
+void ReadBack::load_on_device(const std::string& record, uint64_t offset, uint64_t size, DType device_dtype) {
+  if (!checker_.gpu_enabled()) return;
+  uint64_t at = offset;
+  checker_.digest(size, [&](std::span<std::byte> out) { read_exactly(out, at, record), at += out.size(); },
+                  OnDevice{device_dtype, ErrorKind::kVerification, record}, Sum::kNone);
 }
 
 void ReadBack::check_part(const std::string& record, uint64_t record_offset, uint64_t offset,

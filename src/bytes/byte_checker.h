@@ -30,7 +30,9 @@ namespace ckptfix {
 /// CRC-32 it took of the same bytes for the archive, so a second sum would
 /// only cost time. CRC-32 where nothing else is known: copies judged by the
 /// CRC their input records, a file's own check (ckptfix verify).
-enum class Sum { kCrc32, kXxh3 };
+/// kNone: bytes only loaded on the device, their XXH3 checked elsewhere
+/// (part by part, by the threads that wrote them).
+enum class Sum { kCrc32, kXxh3, kNone };
 
 /// The sum computed (the other is 0).
 struct Digest {
@@ -109,6 +111,8 @@ class ReadBack {
  public:
   ReadBack(const std::string& path, GpuMode gpu, ProgressCallback progress = {}, uint64_t total = 0,
            bool inject_gpu_fault = false);
+  /// With the load test on `device` (tests: host_load_test), reported as `name`.
+  ReadBack(const std::string& path, std::unique_ptr<LoadTestDevice> device, const std::string& name);
   ~ReadBack();
   ReadBack(const ReadBack&) = delete;
   ReadBack& operator=(const ReadBack&) = delete;
@@ -126,11 +130,16 @@ class ReadBack {
   /// Error(kVerification) naming `record` and the part's place in it
   /// (`offset` - `record_offset`) when its XXH3-64 is not `hash`. Any thread
   /// may call it, several at once. It has no load test: a record the device
-  /// must read goes through check(), in order.
+  /// must read is given to load_on_device() too, in order.
   void check_part(const std::string& record, uint64_t record_offset, uint64_t offset, std::span<std::byte> buffer,
                   uint64_t hash) const;
   /// Counts a record that check_part read back whole.
   void add_checked(uint64_t size) { bytes_ += size; }
+  /// The device half of check() alone, for a record whose every part
+  /// check_part proved: its bytes loaded on the device as elements of
+  /// `device_dtype` and compared there (nothing without the load test).
+  /// One thread at a time, in the order of the records, like check().
+  void load_on_device(const std::string& record, uint64_t offset, uint64_t size, DType device_dtype);
 
   /// The load test's last results compared (ByteChecker::finish_device).
   void finish_device() { checker_.finish_device(); }

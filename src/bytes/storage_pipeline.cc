@@ -3,6 +3,9 @@
 #include <algorithm>
 #include <atomic>
 #include <memory>
+#include <thread>
+
+#include <sched.h>
 
 #include "bytes/element_transform.h"
 #include "bytes/storage_reader.h"
@@ -58,20 +61,41 @@ bool stored_in_file(const InputFile& input, const Storage& s) {
 
 }  // namespace
 
+unsigned write_threads(unsigned asked) {
+  if (asked > 0) return asked;
+  // Past 16, more threads mostly wait for the output file's lock in the
+  // kernel, and each holds about 2.5 MiB of buffers.
+  constexpr unsigned kMostByDefault = 16;
+  cpu_set_t allowed;
+  CPU_ZERO(&allowed);
+  const int cores = ::sched_getaffinity(0, sizeof allowed, &allowed) == 0
+                        ? CPU_COUNT(&allowed)
+                        : static_cast<int>(std::thread::hardware_concurrency());
+  return std::clamp(static_cast<unsigned>(std::max(cores, 1)), 1u, kMostByDefault);
+}
+
 StoragePipeline::StoragePipeline(const CheckpointImpl& checkpoint, ByteSink& sink, ZipWriter& zip, ReadBack* readback,
-                                 bool hash, bool page_phase, std::function<void(uint64_t)> progress)
+                                 bool hash, bool page_phase, unsigned threads,
+                                 std::function<void(uint64_t)> progress)
     : checkpoint_(checkpoint),
       sink_(sink),
       zip_(zip),
       readback_(readback),
       hash_(hash || readback != nullptr),
       page_phase_(page_phase),
-      progress_(std::move(progress)) {}
+      threads_(std::max(1u, threads)),
+      progress_(std::move(progress)),
+      per_thread_(threads_),
+      worker_(/*on_caller=*/threads_ == 1) {
+  for (unsigned t = 2; t < threads_; ++t) helpers_.push_back(std::make_unique<Background>());
+}
 
 PipedRecord StoragePipeline::write(const Storage& s, const std::string& name) {
   const uint64_t size = s.output_nbytes();
   const bool large = s.nbytes >= kLarge;
-  const bool unread = large && stored_in_file(checkpoint_.input_of(s), s) && ElementTransform(s).identity() && sink_.can_copy_from();
+  const bool identity = ElementTransform(s).identity();
+  const bool in_parts = goes_in_parts(s, large, identity);
+  const bool unread = !in_parts && large && stored_in_file(checkpoint_.input_of(s), s) && identity && sink_.can_copy_from();
   // Records copied unread keep their input's page phase, so that their
   // blocks can be shared. Other large records start at a multiple of 32 KiB,
   // so that the page cache takes their writes in large folios: an unverified
@@ -88,7 +112,7 @@ PipedRecord StoragePipeline::write(const Storage& s, const std::string& name) {
   if (unread && copy_unread(s, crc)) {
     crc_from_input = s.source.crc32 != 0;
   } else {
-    const Pumped p = pump(s, large);
+    const Pumped p = in_parts ? pump_in_parts(s) : pump(s, large);
     crc = p.crc;
     out.hash = p.hash;
     out.stats = p.stats;
@@ -103,6 +127,18 @@ PipedRecord StoragePipeline::write(const Storage& s, const std::string& name) {
     out.read_back = true;
   }
   return out;
+}
+
+// Converted records, where the sink takes write_at (whole elements only: a
+// storage with trailing bytes, which torch never writes, is left to the path
+// that CRCs every byte of it). Copies too, with more than two threads,
+// unless the sink copies without the bytes passing through memory (shared
+// blocks, a server's copy), which no number of threads beats: with two, the
+// sink's splice and the worker's read-back keep both cores busy already.
+bool StoragePipeline::goes_in_parts(const Storage& s, bool large, bool identity) const {
+  if (!large || !stored_in_file(checkpoint_.input_of(s), s) || !sink_.can_write_at()) return false;
+  if (identity) return threads_ > 2 && !sink_.copies_without_reading();
+  return s.nbytes % element_size(s.dtype) == 0;
 }
 
 void StoragePipeline::wrote(uint64_t n) {
@@ -141,12 +177,6 @@ bool StoragePipeline::copy_unread(const Storage& s, uint32_t& crc) {
 
 StoragePipeline::Pumped StoragePipeline::pump(const Storage& s, bool large) {
   ElementTransform transform(s);
-  // (Whole elements only: a storage with trailing bytes, which torch never
-  // writes, is left to the path that CRCs every byte of it.)
-  if (large && !transform.identity() && stored_in_file(checkpoint_.input_of(s), s) && sink_.can_write_at() &&
-      s.nbytes % element_size(s.dtype) == 0) {
-    return pump_on_both_threads(s);
-  }
   OutputStage output(sink_, hash_);
   // Large records: the output stage of buffer b runs on the worker while this
   // thread fills the next; `pending[b]` says when it has written them.
@@ -215,28 +245,31 @@ StoragePipeline::Pumped StoragePipeline::pump(const Storage& s, bool large) {
   return {output.crc(), output.hash(), transform.stats()};
 }
 
-// This thread and the worker take parts of the record in turn, each
-// carrying its part through every stage: the read (pread into a buffer of
-// the thread's own, a piece at a time, so that the next stages read the
-// core's cache), the input's CRC-32, the conversion, the output's CRC-32 and
-// hash, the write at its place. Each part's sums are kept apart and joined
-// in order at the end (Crc32Join, RecordHash). Both threads write the one
-// file, so they take turns for its lock in the kernel; a lock of our own (the
-// one that finds it taken converting on) measured slower, its hand-overs
-// sleeping where the kernel's spin. Read, not mapped: mapping windows of the
-// input cost each thread page faults, and unmapping them TLB flushes on both
-// cores and (tmpfs) the page lists' lock, more than the copy into the buffer
-// (an unverified cast: 0.84x `cp` of its output against 1.03x on tmpfs;
-// on ext4 the same for an input torch has just written, 1.03x against 1.22x
-// for one whose page cache aged). Measured in docs/performance.md.
-StoragePipeline::Pumped StoragePipeline::pump_on_both_threads(const Storage& s) {
+// Every thread (this one, the worker, the helpers) takes parts of the record
+// in turn, each carrying its part through every stage: the read (pread into
+// a buffer of the thread's own, a piece at a time, so that the next stages
+// read the core's cache), the conversion (none for a copy, which writes the
+// bytes it read), the output's CRC-32 and hash (and the input's, for a
+// conversion), the write at its place, the read-back. Each part's sums are
+// kept apart and joined in order at the end (Crc32Join, RecordHash). All
+// threads write the one file, so they take turns for its lock in the
+// kernel; a lock of our own (the one that finds it taken converting on)
+// measured slower, its hand-overs sleeping where the kernel's spin. Read,
+// not mapped: mapping windows of the input cost each thread page faults,
+// and unmapping them TLB flushes on every core and (tmpfs) the page lists'
+// lock, more than the copy into the buffer (an unverified cast: 0.84x `cp`
+// of its output against 1.03x on tmpfs; on ext4 the same for an input torch
+// has just written, 1.03x against 1.22x for one whose page cache aged).
+// Measured in docs/performance.md.
+StoragePipeline::Pumped StoragePipeline::pump_in_parts(const Storage& s) {
   const InputFile& input = checkpoint_.input_of(s);
   const ElementTransform shape(s);
+  const bool copy = shape.identity();
   const uint64_t size = s.output_nbytes();
-  const uint64_t in_size = element_size(s.dtype);
   // A part is one piece of the record's hash, and what a thread takes at once.
   constexpr uint64_t kPart = RecordHash::kPiece;
-  const uint64_t in_part = shape.input_size(kPart);
+  const uint64_t in_part = copy ? kPart : shape.input_size(kPart);
+  const uint64_t in_element = copy ? 1 : element_size(s.dtype);
   const uint64_t parts = (size + kPart - 1) / kPart;
   struct Part {
     uint32_t input_crc = 0;
@@ -253,33 +286,40 @@ StoragePipeline::Pumped StoragePipeline::pump_on_both_threads(const Storage& s) 
   uint64_t reported = 0;
   // Each part is read back as soon as it is written, by the thread that
   // wrote it, from the page cache (the record hash is made of the parts'
-  // hashes). Records the GPU load test reads go to the worker in order.
-  const bool read_back_here = readback_ != nullptr && !readback_->loads_on_device();
+  // hashes). The GPU load test then loads the whole record on the device,
+  // on the worker, in order, while the next records are written: the
+  // device's half is off the writers' path, and their XXH3 needs no
+  // second read.
+  const bool read_back_here = readback_ != nullptr;
   const std::string& record = zip_.records().back().name;
   auto work = [&](Buffers& own, bool reporting) {
     try {
       if (own.input.size() < kPiece) own.input.resize(kPiece);
-      if (own.output.size() < shape.output_size(kPiece)) own.output.resize(shape.output_size(kPiece));
+      if (!copy && own.output.size() < shape.output_size(kPiece)) own.output.resize(shape.output_size(kPiece));
       if (read_back_here && own.read_back.size() < kPart) own.read_back.resize(kPart);
       Xxh3 hash;
       for (uint64_t p = next_part.fetch_add(1); p < parts && !stop.load(std::memory_order_relaxed);
            p = next_part.fetch_add(1)) {
         const uint64_t in_begin = p * in_part;
         const uint64_t in_length = std::min(in_part, s.nbytes - in_begin);
-        ElementTransform transform(s, in_begin / in_size);
+        std::optional<ElementTransform> transform;
+        if (!copy) transform.emplace(s, in_begin / in_element);
         uint64_t at = offset + p * kPart;
         for (uint64_t from = 0; from < in_length; from += kPiece) {
           const auto in = std::span(own.input).first(std::min<uint64_t>(kPiece, in_length - from));
           input.read(s.source.offset + in_begin + from, in, s.source.record);
-          const auto bytes = std::span<const std::byte>(own.output.data(), transform.apply(in, own.output.data()));
+          const auto bytes = copy ? std::span<const std::byte>(in)
+                                  : std::span<const std::byte>(own.output.data(), transform->apply(in, own.output.data()));
           if (p == 0 && from == 0) std::copy_n(bytes.begin(), std::min(bytes.size(), head.size()), head.begin());
           done[p].output_crc = crc32_update(done[p].output_crc, bytes);
           if (hash_) hash.update(bytes);
           sink_.write_at(at, bytes);
           at += bytes.size();
         }
-        done[p].input_crc = transform.input_crc();
-        done[p].stats = transform.stats();
+        if (transform) {
+          done[p].input_crc = transform->input_crc();
+          done[p].stats = transform->stats();
+        }
         if (hash_) done[p].hash = hash.digest(), hash.reset();
         if (read_back_here) {
           const uint64_t part_at = offset + p * kPart;
@@ -292,18 +332,32 @@ StoragePipeline::Pumped StoragePipeline::pump_on_both_threads(const Storage& s) 
         }
       }
     } catch (...) {
-      stop = true;  // the other thread stops at its next part
+      stop = true;  // the other threads stop at their next part
       throw;
     }
   };
-  std::future<void> helper = worker_.run([&] { work(both_threads_[1], false); });
-  try {
-    work(both_threads_[0], true);
-  } catch (...) {
-    helper.wait();  // it uses what is here
-    throw;
+  // The worker and as many helpers as there are parts for the others to take.
+  std::vector<std::future<void>> others;
+  const uint64_t other_threads = std::min<uint64_t>(threads_ - 1, parts - 1);
+  for (uint64_t t = 0; t < other_threads; ++t) {
+    Background& thread = t == 0 ? worker_ : *helpers_[t - 1];
+    Buffers& own = per_thread_[t + 1];
+    others.push_back(thread.run([&work, &own] { work(own, false); }));
   }
-  helper.get();
+  std::exception_ptr failure;
+  try {
+    work(per_thread_[0], true);
+  } catch (...) {
+    failure = std::current_exception();
+  }
+  for (std::future<void>& other : others) {  // every one waited for: they use what is here
+    try {
+      other.get();
+    } catch (...) {
+      if (!failure) failure = std::current_exception();
+    }
+  }
+  if (failure) std::rethrow_exception(failure);
   wrote(size - reported);
   zip_.note_direct_head(std::span(head).first(std::min<uint64_t>(size, head.size())));
   Pumped out;
@@ -316,16 +370,19 @@ StoragePipeline::Pumped StoragePipeline::pump_on_both_threads(const Storage& s) 
       out.crc = after_output(out.crc, done[p].output_crc);
     } else {  // the last part, perhaps shorter
       const uint64_t out_bytes = size - p * kPart;
-      input_crc = crc32_combine(input_crc, done[p].input_crc, shape.input_size(out_bytes));
+      input_crc = crc32_combine(input_crc, done[p].input_crc, copy ? out_bytes : shape.input_size(out_bytes));
       out.crc = crc32_combine(out.crc, done[p].output_crc, out_bytes);
     }
     if (hash_) hash.add_piece(done[p].hash);
     out.stats += done[p].stats;
   }
   if (hash_) out.hash = hash.digest();
-  check_input(s, input_crc);
+  check_input(s, copy ? out.crc : input_crc);  // a copy's input bytes are its output's
   out.read_back = read_back_here;
-  if (read_back_here) readback_->add_checked(size);
+  if (read_back_here) {
+    readback_->add_checked(size);
+    if (readback_->loads_on_device()) load_on_device(s, zip_.records().back().name, offset, size);
+  }
   return out;
 }
 
@@ -345,6 +402,13 @@ void StoragePipeline::read_back(const Storage& s, const WrittenRecord& r, std::o
       if (crc_from_input && e.kind() == ErrorKind::kVerification) check_input(s, input_record_crc(checkpoint_.input_of(s), s));
       throw;
     }
+  }));
+}
+
+void StoragePipeline::load_on_device(const Storage& s, const std::string& record, uint64_t offset, uint64_t size) {
+  sink_.flush();
+  checks_.push_back(worker_.run([this, record, offset, size, dtype = s.output_dtype()] {
+    readback_->load_on_device(record, offset, size, dtype);
   }));
 }
 

@@ -41,7 +41,7 @@ void add_batch_options(CLI::App* cmd, BatchArgs& args) {
                 "Process every *.pt, *.pth, *.bin and *.ckpt file under directory inputs");
   cmd->add_option("--glob", args.globs, "File name glob for --recursive (repeatable; replaces the default set)")
       ->allow_extra_args(false);
-  cmd->add_option("-j,--jobs", args.jobs, "Files processed in parallel (default: one per core)")
+  cmd->add_option("-j,--jobs", args.jobs, "Files processed in parallel (default: one per core, or --threads)")
       ->check(CLI::NonNegativeNumber);
   cmd->add_flag("--json", args.json, "Print one JSON report on stdout (schema in docs/cli.md)");
   cmd->add_flag("-q,--quiet", args.quiet, "Print nothing but errors");
@@ -143,10 +143,23 @@ Outcome failed_outcome(const Input& input, const std::exception& e) {
   return o;
 }
 
+size_t thread_budget(const BatchArgs& args) {
+  return args.threads > 0 ? args.threads : std::max(1u, std::thread::hardware_concurrency());
+}
+
+size_t batch_jobs(const BatchArgs& args, size_t inputs) {
+  return std::max<size_t>(1, std::min<size_t>(inputs, args.jobs > 0 ? static_cast<size_t>(args.jobs) : thread_budget(args)));
+}
+
+unsigned threads_per_job(const BatchArgs& args, size_t inputs) {
+  const size_t jobs = batch_jobs(args, inputs);
+  if (jobs == 1 && args.threads == 0) return 0;
+  return static_cast<unsigned>(std::max<size_t>(1, thread_budget(args) / jobs));
+}
+
 BatchResult run_batch(const std::vector<Input>& inputs, const BatchArgs& args, const Work& work) {
   const auto start = std::chrono::steady_clock::now();
-  const size_t jobs = std::max<size_t>(1, std::min<size_t>(inputs.size(),
-      args.jobs > 0 ? static_cast<size_t>(args.jobs) : std::max(1u, std::thread::hardware_concurrency())));
+  const size_t jobs = batch_jobs(args, inputs.size());
   ProgressDisplay display(!args.quiet && !args.json && ProgressDisplay::stderr_is_terminal(), jobs);
 
   BatchResult result;

@@ -19,7 +19,10 @@ struct BatchArgs {
   std::vector<std::string> inputs;
   bool recursive = false;
   std::vector<std::string> globs;  ///< file name globs for --recursive (default *.pt *.pth *.bin *.ckpt)
-  int jobs = 0;                    ///< 0: one per core
+  int jobs = 0;                    ///< 0: the thread budget (thread_budget)
+  /// --threads (the rewriting commands): threads at once in all, shared by
+  /// the --jobs files; 0: one per core.
+  unsigned threads = 0;
   bool json = false;
   bool quiet = false;
   std::vector<std::string> limits;  ///< --limit NAME=VALUE
@@ -67,7 +70,16 @@ struct BatchResult {
   int exit_code = 0;
 };
 
-/// Runs `work` on every input with --jobs workers, printing each outcome's
+/// Threads the whole run may use: --threads, else the cores.
+size_t thread_budget(const BatchArgs& args);
+/// Files processed at once: --jobs, else the thread budget; at most `inputs`.
+size_t batch_jobs(const BatchArgs& args, size_t inputs);
+/// Threads each of those files may be written with (SaveOptions::threads):
+/// the budget shared among the jobs, at least one each; 0 (the library's
+/// choice: every core, up to its limit) for one file without --threads.
+unsigned threads_per_job(const BatchArgs& args, size_t inputs);
+
+/// Runs `work` on every input with batch_jobs() workers, printing each outcome's
 /// text in input order as soon as the ones before it are done.
 BatchResult run_batch(const std::vector<Input>& inputs, const BatchArgs& args, const Work& work);
 

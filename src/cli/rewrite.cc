@@ -416,6 +416,10 @@ void add_rewrite_options(CLI::App* cmd, RewriteArgs& args, bool may_replace_inpu
     cmd->add_flag("--no-verify", args.no_verify, "Skip verifying each written file before it replaces anything");
   }
   cmd->add_option("--gpu", args.gpu, "GPU load test during verification: auto (default), require or off");
+  cmd->add_option("--threads", args.batch.threads,
+                  "Threads in all (default: one per core): a large file's records are split among them; "
+                  "with --jobs, the files at once share them")
+      ->check(CLI::Range(1, 1024));
   cmd->add_option("--format", args.format,
                   "Output format: pt (torch zip), safetensors, or dcp (a torch.distributed.checkpoint directory, "
                   "-o naming it); default: from the output's extension (.safetensors; .pt, .pth, .bin, .ckpt), "
@@ -519,6 +523,7 @@ int run_rewrite(const std::string& command, const RewriteArgs& args, const PassO
       if (p.empty()) throw usage("--allow-global needs a non-empty pattern");
     }
     save_options.libtorch_pickle = passes.for_libtorch;
+    save_options.threads = threads_per_job(args.batch, inputs.size());
     save_options.verify_options.gpu = parse_gpu_mode(args.gpu);
     metadata = parse_metadata(args.metadata);
     if (args.max_shard_size) max_shard_size = parse_size(*args.max_shard_size);
@@ -638,6 +643,7 @@ int run_rewrite(const std::string& command, const RewriteArgs& args, const PassO
           st.verify = options.verify;
           st.verify_options = options.verify_options;
           st.progress = options.progress;
+          st.threads = options.threads;
           st.max_shard_size = max_shard_size;
           const SafetensorsResult saved = save_safetensors_output(checkpoint, output, st);
           o.doc["changes"] = changes(nullptr);

@@ -35,7 +35,7 @@ struct RewriteArgs {
   std::vector<std::string> allow_globals;     ///< --allow-global PATTERN: calls of unknown globals to trust
 };
 
-/// Adds the batch options, -o, --out-dir, --in-place, --force, --no-verify, --gpu,
+/// Adds the batch options, -o, --out-dir, --in-place, --force, --no-verify, --gpu, --threads,
 /// --format, --drop-aliases, --metadata, --torch, --max-shard-size, --allow-global. Without `may_replace_input`
 /// (salvage), neither --in-place nor --no-verify.
 void add_rewrite_options(CLI::App* cmd, RewriteArgs& args, bool may_replace_input = true);

@@ -196,7 +196,7 @@ SaveResult write_archive(const CheckpointImpl& impl, Value* object, const Archiv
   // own padding rule, so no page-phase padding (which lets the blocks of
   // unchanged records be shared with the input on XFS and btrfs).
   StoragePipeline pipeline(impl, sink, zip, readback, /*hash=*/options.verify,
-                           /*page_phase=*/!style.format_version, [&](uint64_t n) {
+                           /*page_phase=*/!style.format_version, write_threads(options.threads), [&](uint64_t n) {
                              done += n;
                              if (options.progress) options.progress("writing", done, total);
                            });

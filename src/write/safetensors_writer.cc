@@ -19,6 +19,7 @@
 #include "bytes/background.h"
 #include "bytes/byte_checker.h"
 #include "bytes/element_transform.h"
+#include "bytes/storage_pipeline.h"
 #include "bytes/storage_reader.h"
 #include "bytes/xxh3.h"
 #include "zip/crc32.h"
@@ -268,8 +269,10 @@ std::string index_json(const Plan& plan) {
 // without `hash`: when nothing is read back, no XXH3 is made).
 class TensorStreamer {
  public:
-  TensorStreamer(const CheckpointImpl& impl, ByteSink& sink, bool hash, std::function<void(uint64_t)> wrote)
-      : impl_(impl), sink_(sink), hashing_(hash), wrote_(std::move(wrote)) {}
+  /// `one_thread`: the input's hash made on this thread too (SaveOptions::threads 1).
+  TensorStreamer(const CheckpointImpl& impl, ByteSink& sink, bool hash, bool one_thread,
+                 std::function<void(uint64_t)> wrote)
+      : impl_(impl), sink_(sink), hashing_(hash), wrote_(std::move(wrote)), worker_(one_thread) {}
 
   WrittenBytes write(const TensorInfo& t) {
     hash_.reset();
@@ -477,11 +480,14 @@ VerifyReport verify_output(const std::filesystem::path& temp, const FilePlan& pl
 // `file`. With `readback`, each tensor is read back (hashed, and sent
 // through the GPU when one is usable) on a worker as soon as it is written,
 // while the next one is written: the verification of the bytes runs beside
-// the writing instead of after it. Returns the seconds spent waiting for
+// the writing instead of after it (`one_thread`: after each tensor, on this
+// thread). Safetensors files are written by at most these two threads: their
+// tensors are streamed in row-major order, a view gathered, not written in
+// parts. Returns the seconds spent waiting for
 // the last read-backs.
 double write_file(const CheckpointImpl& impl, FilePlan& file, ByteSink& sink, uint64_t& done, uint64_t total,
-                  const ProgressCallback& progress, ReadBack* readback, const std::filesystem::path& temp,
-                  const SaveSeams& seams) {
+                  const ProgressCallback& progress, ReadBack* readback, bool one_thread,
+                  const std::filesystem::path& temp, const SaveSeams& seams) {
   std::vector<SafetensorsEntry> entries;
   for (const PlannedTensor& p : file.tensors) entries.push_back(p.entry);
   const std::string header = encode_safetensors_header(entries, file.metadata);
@@ -489,11 +495,11 @@ double write_file(const CheckpointImpl& impl, FilePlan& file, ByteSink& sink, ui
   uint64_t data_size = 0;  // the tensors' bytes, after the header
   for (const SafetensorsEntry& e : entries) data_size = std::max(data_size, e.end);
   sink.expect(data_size);
-  TensorStreamer streamer(impl, sink, /*hash=*/readback != nullptr, [&](uint64_t n) {
+  TensorStreamer streamer(impl, sink, /*hash=*/readback != nullptr, one_thread, [&](uint64_t n) {
     done += n;
     if (progress) progress("writing", done, total);
   });
-  Background worker;  // declared after what its tasks use: joined first
+  Background worker(/*on_caller=*/one_thread);  // declared after what its tasks use: joined first
   std::vector<std::future<void>> checks;
   for (PlannedTensor& p : file.tensors) {
     try {
@@ -580,7 +586,8 @@ SafetensorsResult write_verified(const Checkpoint& checkpoint, const std::filesy
       std::unique_ptr<ByteSink> wrapped;
       if (seams.wrap_sink) wrapped = seams.wrap_sink(out.sink());
       const double waited = write_file(impl_of(checkpoint), file, wrapped ? *wrapped : out.sink(), done,
-                                       plan.total_bytes, options.progress, readback.get(), out.temp_path(), seams);
+                                       plan.total_bytes, options.progress, readback.get(),
+                                       /*one_thread=*/write_threads(options.threads) == 1, out.temp_path(), seams);
       out.flush();
       result.bytes += out.sink().position();
       if (readback) readback->finish_device();  // the device's last results, compared

@@ -1,12 +1,13 @@
-// The writer's two ways of piping a large converted record
-// (storage_pipeline.h): one thread converting while the worker writes (any
-// sink), or both threads each taking windows of the record through every
-// stage and writing them at their place (a sink that takes write_at, as files
-// do). Both must give the same bytes, CRC-32s, hashes and cast counts for
-// every shape of record: sizes that end inside a part and inside a window,
-// casts that narrow and widen, one whose result depends on the element's
-// position in the storage (float64 to bfloat16); and a write failing part-way
-// must fail the save, from whichever thread it happens on. Torch judges the casts themselves
+// The writer's ways of piping a large record (storage_pipeline.h): one
+// thread converting while the worker writes (any sink), or every thread of
+// the write taking parts of the record through every stage and writing them
+// at their place (a sink that takes write_at, as files do; copies too with
+// more than two threads). All must give the same bytes, CRC-32s, hashes and
+// cast counts for every shape of record and every number of threads from 1
+// to 64: sizes that end inside a part and inside a window, casts that narrow
+// and widen, one whose result depends on the element's position in the
+// storage (float64 to bfloat16); and a write failing part-way must fail the
+// save, from whichever thread it happens on. Torch judges the casts themselves
 // (tests/interop/test_casts.py, through files: the two-thread path).
 #include <gtest/gtest.h>
 
@@ -22,6 +23,7 @@
 #include <unistd.h>
 
 #include "bytes/byte_checker.h"
+#include "bytes/load_test_device.h"
 #include "bytes/xxh3.h"
 #include "ckptfix/builder.h"
 #include "ckptfix/checkpoint.h"
@@ -93,12 +95,13 @@ class CountingSink final : public ByteSink {
 };
 
 // Writes `checkpoint` into memory: with `positional`, the sink takes
-// write_at and large converted records go through both threads. With
-// `hash`, the hashes a read-back compares are made.
-Written write_to_memory(const Checkpoint& checkpoint, bool positional, bool hash = true) {
+// write_at and large converted records go in parts (and copies, with more
+// than two `threads`). With `hash`, the hashes a read-back compares are made.
+Written write_to_memory(const Checkpoint& checkpoint, bool positional, bool hash = true, unsigned threads = 2) {
   CountingSink sink(positional);
   SaveOptions options;
   options.verify = hash;
+  options.threads = threads;
   Written w;
   w.result = write_checkpoint(checkpoint, sink, options);
   w.bytes = sink.bytes();
@@ -152,6 +155,92 @@ TEST_F(PipelineTest, BothThreadsWriteWhatOneThreadWrites) {
     for (size_t i = 0; i < one.result.storages.size(); ++i) {
       EXPECT_EQ(one.result.storages[i].overflowed, both.result.storages[i].overflowed);
       EXPECT_EQ(one.result.storages[i].flushed, both.result.storages[i].flushed);
+    }
+  }
+}
+
+// Storages of every size around the part (1 MiB) and the large-record
+// threshold (1 MiB of input), from none to many parts, copied and cast.
+Checkpoint checkpoint_of_every_size(const fs::path& path) {
+  const std::vector<uint64_t> counts = {0, 1, 7, (uint64_t{1} << 18) - 1, uint64_t{1} << 18, (uint64_t{1} << 18) + 1,
+                                        (uint64_t{1} << 19) + 3, 3'000'001, 6'291'456};
+  std::mt19937_64 random(7);
+  std::vector<std::vector<std::byte>> bytes;
+  std::vector<StorageSpec> storages;
+  std::vector<TensorSpec> tensors;
+  for (const uint64_t count : counts) {
+    bytes.emplace_back(count * 4);
+    for (std::byte& b : bytes.back()) b = static_cast<std::byte>(random());
+  }
+  for (size_t i = 0; i < counts.size(); ++i) {
+    storages.push_back({bytes[i].data(), bytes[i].size(), DType::kFloat32, "cpu"});
+    tensors.push_back({"t" + std::to_string(i), i, 0, {static_cast<int64_t>(counts[i])}, {1}});
+  }
+  Checkpoint built = make_state_dict_checkpoint(storages, tensors);
+  SaveOptions options;
+  options.verify = false;
+  options.overwrite = true;
+  save(built, path, options);
+  return Checkpoint::open(path);
+}
+
+// A write limited to N threads (SaveOptions::threads): with one, everything
+// on the caller's; with two, today's pair; with more, large records split
+// among them, copies too. Whatever the number, the same bytes and sums, and
+// every byte of a large record comes through write_at once.
+TEST_F(PipelineTest, EveryThreadCountWritesWhatOneThreadWrites) {
+  for (const bool cast : {false, true}) {
+    SCOPED_TRACE(cast ? "cast to bfloat16" : "copied");
+    Checkpoint checkpoint = checkpoint_of_every_size(dir_ / "in.pt");
+    if (cast) {
+      PassOptions passes;
+      passes.cast_to = DType::kBFloat16;
+      apply_passes(checkpoint, passes);
+    }
+    const Written one = write_to_memory(checkpoint, true, true, 1);
+    uint64_t large_bytes = 0;  // what goes in parts: records of at least 1 MiB of input
+    for (const Storage& s : impl_of(checkpoint).storages) {
+      if (s.nbytes >= (uint64_t{1} << 20)) large_bytes += s.output_nbytes();
+    }
+    for (const unsigned threads : {1u, 2u, 3u, 4u, 5u, 8u, 16u, 64u}) {
+      SCOPED_TRACE(std::to_string(threads) + " threads");
+      const Written w = write_to_memory(checkpoint, true, true, threads);
+      ASSERT_TRUE(w.bytes == one.bytes);
+      EXPECT_EQ(w.written_at, cast || threads > 2 ? large_bytes : 0u);
+      ASSERT_EQ(w.result.records.size(), one.result.records.size());
+      for (size_t i = 0; i < w.result.records.size(); ++i) {
+        const SaveResult::Record& r = w.result.records[i];
+        EXPECT_EQ(r.crc32, one.result.records[i].crc32) << r.name;
+        EXPECT_EQ(r.hash, one.result.records[i].hash) << r.name;
+        const auto bytes = std::as_bytes(std::span(w.bytes)).subspan(r.data_offset, r.size);
+        EXPECT_EQ(r.crc32, crc32_update(0, bytes)) << r.name;
+        EXPECT_EQ(r.hash, record_hash(bytes)) << r.name;
+      }
+    }
+  }
+}
+
+// A write failing in any thread fails the save, with the failure's own line,
+// whatever the number of threads (the others stop at their next part).
+TEST_F(PipelineTest, AWriteFailingInAnyThreadFailsTheSave) {
+  for (const bool cast : {false, true}) {
+    Checkpoint checkpoint = large_checkpoint(dir_ / "in.pt", DType::kFloat32, 5'000'003);
+    if (cast) {
+      PassOptions passes;
+      passes.cast_to = DType::kBFloat16;
+      apply_passes(checkpoint, passes);
+    }
+    for (const unsigned threads : {1u, 3u, 8u, 64u}) {
+      for (const uint64_t limit : {uint64_t{100'000}, uint64_t{4'000'000}, uint64_t{9'900'000}}) {
+        SCOPED_TRACE(std::string(cast ? "cast, " : "copy, ") + std::to_string(threads) + " threads, " + std::to_string(limit));
+        MemorySink memory(true);
+        const std::unique_ptr<ByteSink> failing =
+            fault_seams("write-fails-after:" + std::to_string(limit)).wrap_sink(memory);
+        SaveOptions options;
+        options.threads = threads;
+        expect_error([&] { write_checkpoint(checkpoint, *failing, options); }, ErrorKind::kIo,
+                     "write failed: injected fault after " + std::to_string(limit) + " bytes");
+      }
     }
   }
 }
@@ -220,10 +309,10 @@ class DamagingFileSink final : public ByteSink {
   uint64_t reserved_ = 0;
 };
 
-// Records that both threads write are read back part by part as they are
-// written, by the thread that wrote each part: all of their bytes, and a
-// part damaged on its way to the file is named, wherever it is.
-TEST_F(PipelineTest, BothThreadsReadBackEveryPartTheyWrite) {
+// Records written in parts are read back part by part as they are written,
+// by the thread that wrote each part: all of their bytes, and a part damaged
+// on its way to the file is named, wherever it is, with any number of threads.
+TEST_F(PipelineTest, EveryThreadReadsBackThePartsItWrites) {
   Checkpoint checkpoint = large_checkpoint(dir_ / "in.pt", DType::kFloat32, 5'000'003);
   PassOptions cast;
   cast.cast_to = DType::kBFloat16;
@@ -231,8 +320,9 @@ TEST_F(PipelineTest, BothThreadsReadBackEveryPartTheyWrite) {
   const uint64_t record_size = 5'000'003 * 2;
   const uint64_t part = uint64_t{1} << 20;
   // None; in the first part, one in the worker's first window, the last part.
+  for (const unsigned threads : {1u, 2u, 6u})
   for (const int64_t damage_at : {int64_t{-1}, int64_t{5}, int64_t{(5 << 20) + 77}, int64_t{record_size - 1}}) {
-    SCOPED_TRACE(damage_at);
+    SCOPED_TRACE(std::to_string(threads) + " threads, damaged at " + std::to_string(damage_at));
     const fs::path out = dir_ / "out.pt";
     const int fd = ::open(out.c_str(), O_RDWR | O_CREAT | O_TRUNC | O_CLOEXEC, 0644);
     ASSERT_GE(fd, 0);
@@ -240,6 +330,7 @@ TEST_F(PipelineTest, BothThreadsReadBackEveryPartTheyWrite) {
       DamagingFileSink sink(fd, out.string(), damage_at);
       ReadBack read_back(out.string(), GpuMode::kOff);
       SaveOptions options;
+      options.threads = threads;
       if (damage_at < 0) {
         const SaveResult result = write_checkpoint(checkpoint, sink, options, &read_back);
         uint64_t read_back_while_writing = 0;
@@ -254,6 +345,47 @@ TEST_F(PipelineTest, BothThreadsReadBackEveryPartTheyWrite) {
         expect_error([&] { write_checkpoint(checkpoint, sink, options, &read_back); }, ErrorKind::kVerification,
                      "the bytes read back differ from the bytes meant to be written in its bytes [" +
                          std::to_string(from) + ", " + std::to_string(std::min(from + part, record_size)) + ") (XXH3 0x");
+      }
+    }
+    ::close(fd);
+  }
+}
+
+// With the GPU load test (here its host twin, which does the device's work
+// on the CPU), records written in parts are still read back part by part by
+// their writers, and each is then loaded on the device by the worker, in
+// order: every large record reaches the device once, and a fault there fails
+// the write, whatever the number of threads.
+TEST_F(PipelineTest, RecordsWrittenInPartsAreLoadedOnTheDeviceToo) {
+  Checkpoint checkpoint = large_checkpoint(dir_ / "in.pt", DType::kFloat32, 5'000'003);
+  PassOptions cast;
+  cast.cast_to = DType::kBFloat16;
+  apply_passes(checkpoint, cast);
+  const uint64_t record_size = 5'000'003 * 2;
+  for (const unsigned threads : {1u, 2u, 6u})
+  for (const bool fault : {false, true}) {
+    SCOPED_TRACE(std::to_string(threads) + " threads" + (fault ? ", a fault on the device" : ""));
+    const fs::path out = dir_ / "out.pt";
+    const int fd = ::open(out.c_str(), O_RDWR | O_CREAT | O_TRUNC | O_CLOEXEC, 0644);
+    ASSERT_GE(fd, 0);
+    {
+      DamagingFileSink sink(fd, out.string(), -1);
+      ReadBack read_back(out.string(), host_load_test(LoadTest::kSlotBytes, fault), "host");
+      SaveOptions options;
+      options.threads = threads;
+      auto write = [&] {
+        const SaveResult result = write_checkpoint(checkpoint, sink, options, &read_back);
+        read_back.finish_device();
+        return result;
+      };
+      if (!fault) {
+        const SaveResult result = write();
+        for (const SaveResult::Record& r : result.records) EXPECT_EQ(r.read_back, r.size >= (uint64_t{1} << 20)) << r.name;
+        EXPECT_EQ(read_back.bytes(), record_size);
+        EXPECT_EQ(read_back.gpu().storages, 1u);
+        EXPECT_EQ(read_back.gpu().bytes, record_size);
+      } else {
+        expect_error(write, ErrorKind::kVerification, "the bytes loaded on host differ from the bytes read on the CPU");
       }
     }
     ::close(fd);
