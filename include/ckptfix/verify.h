@@ -70,6 +70,18 @@ struct GpuReport {
   uint64_t nan = 0;            ///< NaN elements the device counted in floating storages
   uint64_t inf = 0;            ///< +Inf and -Inf elements likewise
   double seconds = 0;  ///< device time: transfers and kernels (CUDA events)
+  /// Where the rest of the load test's time went, in seconds of the threads
+  /// that spent it: what to look at when it costs a write more than the
+  /// device's own time explains (docs/verification.md).
+  struct Phases {
+    double open = 0;           ///< opening the device, on a thread of its own: context, pinned and device slots
+    double open_waited = 0;    ///< the read-back waiting for that opening to finish
+    double host_copy = 0;      ///< bytes read from the file into, or copied into, the pinned slots
+    double checksum = 0;       ///< the CPU's reference checksum of the same bytes
+    double device_waited = 0;  ///< the read-back waiting for a slot the device still held
+    double writer_waited = 0;  ///< the writer waiting for the read-back after its last record
+  };
+  Phases phases;
 
   /// Adds what another load test of the same device did (a write's two passes).
   void add(const GpuReport& other);

@@ -5,6 +5,7 @@
 #include <unistd.h>
 
 #include <cerrno>
+#include <chrono>
 #include <cstdio>
 #include <cstring>
 
@@ -96,7 +97,11 @@ void ByteChecker::sum_piece(std::span<const std::byte> piece) {
   } else if (r.sum == Sum::kCrc32) {
     r.crc = crc32_update(r.crc, piece);
   }
-  if (r.device) r.expected.update(piece);
+  if (r.device) {
+    const auto began = std::chrono::steady_clock::now();
+    r.expected.update(piece);
+    checksum_seconds_ += std::chrono::duration<double>(std::chrono::steady_clock::now() - began).count();
+  }
 }
 
 void ByteChecker::updated(uint64_t bytes) {
@@ -148,6 +153,12 @@ void ByteChecker::finish_device() {
   if (!load_test_) return;
   compare(true);
   gpu_report_.seconds = load_test_->device_seconds();
+  GpuReport::Phases& phases = gpu_report_.phases;
+  phases.open = load_test_->open_seconds();
+  phases.open_waited = load_test_->open_waited_seconds();
+  phases.host_copy = read_seconds_ + load_test_->copy_seconds();
+  phases.checksum = checksum_seconds_;
+  phases.device_waited = load_test_->device_waited_seconds();
 }
 
 Digest ByteChecker::digest(uint64_t size, const std::function<void(std::span<std::byte>)>& read,
@@ -159,7 +170,9 @@ Digest ByteChecker::digest(uint64_t size, const std::function<void(std::span<std
       // copy of every byte fewer (for 4 GiB, an estimated 0.4-0.5 s of one
       // core; not yet measured on a GPU: docs/performance.md).
       const std::span<std::byte> into = load_test_->room(std::min<uint64_t>(left, kPiece));
+      const auto began = std::chrono::steady_clock::now();
       read(into);
+      read_seconds_ += std::chrono::duration<double>(std::chrono::steady_clock::now() - began).count();
       sum_piece(into);
       load_test_->commit(into.size());
       updated(into.size());

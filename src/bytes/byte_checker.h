@@ -102,6 +102,8 @@ class ByteChecker {
   ProgressCallback progress_;
   uint64_t total_;
   uint64_t done_ = 0;
+  double read_seconds_ = 0;      // reads straight into the staging slots (GpuReport::Phases::host_copy)
+  double checksum_seconds_ = 0;  // the CPU's reference checksum (GpuReport::Phases::checksum)
 };
 
 /// Reads records of a file that is still being written back through a
@@ -143,6 +145,8 @@ class ReadBack {
 
   /// The load test's last results compared (ByteChecker::finish_device).
   void finish_device() { checker_.finish_device(); }
+  /// Counts time the writer spent waiting for this read-back (GpuReport::Phases::writer_waited).
+  void writer_waited(double seconds) { gpu_.phases.writer_waited += seconds; }
 
   uint64_t bytes() const { return bytes_; }
   /// Whether check() loads storages on a device too (the GPU load test).

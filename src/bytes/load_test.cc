@@ -1,6 +1,7 @@
 #include "bytes/load_test.h"
 
 #include <algorithm>
+#include <chrono>
 #include <cstring>
 #include <utility>
 
@@ -205,7 +206,9 @@ void LoadTest::make_room() {
 void LoadTest::add(std::span<const std::byte> bytes) {
   while (!bytes.empty()) {
     const std::span<std::byte> into = room(bytes.size());
+    const auto began = std::chrono::steady_clock::now();
     std::memcpy(into.data(), bytes.data(), into.size());
+    copy_seconds_ += std::chrono::duration<double>(std::chrono::steady_clock::now() - began).count();
     commit(into.size());
     bytes = bytes.subspan(into.size());
   }
@@ -282,7 +285,9 @@ void LoadTest::launch_current() {
 
 void LoadTest::collect(int slot) {
   Slot& s = slots_[slot];
+  const auto began = std::chrono::steady_clock::now();
   const std::vector<LoadCheck> results = device_->wait(slot);
+  device_waited_ += std::chrono::duration<double>(std::chrono::steady_clock::now() - began).count();
   if (results.size() != s.tickets.size()) throw Error(ErrorKind::kInternal, "the device returned the wrong number of results");
   for (size_t i = 0; i < results.size(); ++i) {
     Open& o = open_[s.tickets[i] - first_open_];

@@ -84,6 +84,11 @@ class LoadTest {
   std::vector<Result> results(bool wait);
 
   double device_seconds() const { return device_->seconds(); }
+  /// Where the host's time went (GpuReport::Phases).
+  double open_seconds() const { return device_->open_seconds(); }
+  double open_waited_seconds() const { return device_->open_waited_seconds(); }
+  double device_waited_seconds() const { return device_waited_; }  ///< in wait(): the device still busy
+  double copy_seconds() const { return copy_seconds_; }              ///< add()'s copies into the slots
 
  private:
   struct Slot {
@@ -110,6 +115,8 @@ class LoadTest {
 
   std::unique_ptr<LoadTestDevice> device_;
   size_t slot_bytes_;
+  double device_waited_ = 0;
+  double copy_seconds_ = 0;
   Slot slots_[2];
   int current_ = 0;
   // The storage being added: its ticket, coding, bytes so far, and the

@@ -40,6 +40,10 @@ class LoadTestDevice {
   virtual std::vector<LoadCheck> wait(int slot) = 0;
   /// Seconds the device spent on launches waited for (transfers and kernels).
   virtual double seconds() const = 0;
+  /// Seconds opening it took, on its own thread, and that its user then
+  /// waited for it (a device opened in the background: load_test_opening.h).
+  virtual double open_seconds() const { return 0; }
+  virtual double open_waited_seconds() const { return 0; }
 };
 
 /// The CUDA device (cuda:0), or Error(kGpu) naming what failed. With

@@ -2,6 +2,7 @@
 
 #include <algorithm>
 #include <atomic>
+#include <chrono>
 #include <memory>
 #include <thread>
 
@@ -413,8 +414,12 @@ void StoragePipeline::load_on_device(const Storage& s, const std::string& record
 }
 
 void StoragePipeline::finish() {
+  const auto began = std::chrono::steady_clock::now();
   for (std::future<void>& check : checks_) check.get();  // the first failure, if any, is thrown here
   checks_.clear();
+  if (readback_ != nullptr) {
+    readback_->writer_waited(std::chrono::duration<double>(std::chrono::steady_clock::now() - began).count());
+  }
 }
 
 }  // namespace ckptfix

@@ -283,6 +283,10 @@ nlohmann::json gpu_json(const GpuReport& gpu) {
     out["inf"] = gpu.inf;
     out["seconds"] = gpu.seconds;
     out["gb_per_s"] = gpu.seconds > 0 ? static_cast<double>(gpu.bytes) / gpu.seconds / 1e9 : 0.0;
+    const GpuReport::Phases& p = gpu.phases;
+    out["phases"] = {{"open", p.open},           {"open_waited", p.open_waited},     {"host_copy", p.host_copy},
+                     {"checksum", p.checksum},   {"device", gpu.seconds},            {"device_waited", p.device_waited},
+                     {"writer_waited", p.writer_waited}};
   }
   return out;
 }

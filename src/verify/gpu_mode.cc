@@ -59,6 +59,12 @@ void GpuReport::add(const GpuReport& other) {
   nan += other.nan;
   inf += other.inf;
   seconds += other.seconds;
+  phases.open += other.phases.open;
+  phases.open_waited += other.phases.open_waited;
+  phases.host_copy += other.phases.host_copy;
+  phases.checksum += other.phases.checksum;
+  phases.device_waited += other.phases.device_waited;
+  phases.writer_waited += other.phases.writer_waited;
 }
 
 }  // namespace ckptfix

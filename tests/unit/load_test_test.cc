@@ -7,6 +7,7 @@
 
 #include <atomic>
 #include <chrono>
+#include <thread>
 #include <cstring>
 #include <filesystem>
 #include <future>
@@ -234,6 +235,20 @@ TEST(LoadTestTest, TheReportSaysWhatTheDeviceChecked) {
 TEST(LoadTestTest, AByteChangedOnTheDeviceIsCaughtAndNamed) {
   expect_error([] { check_three(host_load_test(LoadTest::kSlotBytes, true), "host"); }, ErrorKind::kVerification,
                "archive/data/0: the bytes loaded on host differ from the bytes read on the CPU");
+}
+
+// How long the opening took on its thread, and how long its first user
+// waited for it (GpuReport::Phases: open, open_waited).
+TEST(LoadTestTest, ADeviceOpenedInTheBackgroundSaysHowLongItTookAndWasWaitedFor) {
+  auto device = open_in_background([] {
+    std::this_thread::sleep_for(std::chrono::milliseconds(80));
+    return host_load_test(4096, false);
+  });
+  EXPECT_EQ(device->open_seconds(), 0.0);  // not open yet: nothing to say
+  device->staging(0);                       // waits
+  EXPECT_GE(device->open_seconds(), 0.075);
+  EXPECT_GE(device->open_waited_seconds(), 0.05);
+  EXPECT_LE(device->open_waited_seconds(), device->open_seconds() + 0.01);
 }
 
 // The device opened on a thread of its own (as verification opens CUDA's)

@@ -384,6 +384,13 @@ TEST_F(PipelineTest, RecordsWrittenInPartsAreLoadedOnTheDeviceToo) {
         EXPECT_EQ(read_back.bytes(), record_size);
         EXPECT_EQ(read_back.gpu().storages, 1u);
         EXPECT_EQ(read_back.gpu().bytes, record_size);
+        // Where the time went: the reads into the slots and the reference
+        // checksum were timed; the host device is not opened on a thread.
+        const GpuReport::Phases& phases = read_back.gpu().phases;
+        EXPECT_GT(phases.host_copy, 0.0);
+        EXPECT_GT(phases.checksum, 0.0);
+        EXPECT_EQ(phases.open, 0.0);
+        EXPECT_GE(phases.writer_waited, 0.0);
       } else {
         expect_error(write, ErrorKind::kVerification, "the bytes loaded on host differ from the bytes read on the CPU");
       }
