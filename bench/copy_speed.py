@@ -25,7 +25,9 @@ adjacent runs:
 
 (--gpu off for every ckptfix command: this measures the copy, not a GPU.)
 With --baseline OLD, each ckptfix command runs with OLD too, in the same
-round. Reported per directory: each command's fastest and median wall time,
+round; --args and --baseline-args add options to each side's commands
+(the same binary with --baseline-args="--threads 2": what more threads
+bring, issue 54). Reported per directory: each command's fastest and median wall time,
 the ratios of the fastest times (on a VM whose freed memory goes back to
 the host, time is only ever added: the fastest run is the command's own
 cost), and the medians over rounds of its pairs' ratios to cp and cp-copy (cast: to
@@ -34,6 +36,7 @@ torch file, so a clone of it is not what a cast could do).
 
   /usr/bin/python3 bench/copy_speed.py --ckptfix build/ckptfix --dirs /mnt/ext4,/mnt/tmpfs,/mnt/xfs,/mnt/btrfs
   /usr/bin/python3 bench/copy_speed.py --ckptfix new/ckptfix --baseline old/ckptfix --dirs /var/tmp --rounds 7
+  python3 bench/copy_speed.py --ckptfix b/ckptfix --baseline b/ckptfix --baseline-args="--threads 2" --dirs /tmp
 """
 import argparse
 import os
@@ -96,10 +99,12 @@ def main():
     parser.add_argument("--rounds", type=int, default=5)
     parser.add_argument("--jobs", default=",".join(JOBS))
     parser.add_argument("--python", default=sys.executable, help="the interpreter whose torch saves the input")
+    parser.add_argument("--args", default="", help="options added to every ckptfix command, e.g. '--threads 8'")
+    parser.add_argument("--baseline-args", default="", help="options added to every baseline command")
     args = parser.parse_args()
-    binaries = {"": os.path.abspath(args.ckptfix)}
+    binaries = {"": (os.path.abspath(args.ckptfix), args.args.split())}
     if args.baseline:
-        binaries["old "] = os.path.abspath(args.baseline)
+        binaries["old "] = (os.path.abspath(args.baseline), args.baseline_args.split())
     jobs = args.jobs.split(",")
     for directory in args.dirs.split(","):
         fs = subprocess.run(["stat", "-f", "-c", "%T", directory], capture_output=True, text=True).stdout.strip()
@@ -109,9 +114,9 @@ def main():
         references = {"cp": ["cp", src, out], "cp-copy": ["cp", "--reflink=never", src, out],
                       "cp-half": ["cp", "--reflink=never", half, out]}
         commands = {}
-        for label, binary in binaries.items():
+        for label, (binary, extra) in binaries.items():
             for job in jobs:
-                commands[label + job] = [binary] + [a.format(src=src, out=out) for a in JOBS[job]] + ["--gpu", "off"]
+                commands[label + job] = [binary] + [a.format(src=src, out=out) for a in JOBS[job]] + ["--gpu", "off"] + extra
         shuffle = random.Random(0)
         for round_number in range(args.rounds + 1):  # the first round warms the page cache: not counted
             order = list(commands)
@@ -135,6 +140,8 @@ def main():
                 for ref in refs:
                     ratios.setdefault((name, ref), []).append(took[name] / took[ref])
         print(f"\n# {directory} ({fs}): {args.size_gib} GiB in {args.tensors} tensors, {args.rounds} rounds "
+              f"(ckptfix {' '.join(args.args.split()) or 'as is'}"
+              f"{'; old ' + (' '.join(args.baseline_args.split()) or 'as is') if args.baseline else ''}), "
               f"in a shuffled order, fresh outputs, sync before each command, each command paired with "
               f"its references")
         print("| command | min s | median s | min / min cp | min / min cp-copy | median of paired / cp | "

@@ -239,17 +239,21 @@ void ReadBack::check(const std::string& record, uint64_t offset, uint64_t size, 
   uint64_t at = offset;
   const Digest d = checker_.digest(size, [&](std::span<std::byte> out) { read_exactly(out, at, record), at += out.size(); },
                                    device, hash ? Sum::kXxh3 : Sum::kCrc32);
-  if (!hash && crc && d.crc != *crc) {
-    throw Error(ErrorKind::kVerification, "the bytes read back have CRC-32 " + hex32(d.crc) + " but " + hex32(*crc) +
-                                              " was written")
-        .at(record);
-  }
+  if (!hash && crc) check_crc(record, d.crc, *crc);
   if (hash && d.hash != *hash) {
     throw Error(ErrorKind::kVerification, "the bytes read back differ from the bytes meant to be written (XXH3 " +
                                               hex64(d.hash) + " read, " + hex64(*hash) + " expected)")
         .at(record);
   }
   bytes_ += size;
+}
+
+void ReadBack::check_crc(const std::string& record, uint32_t read, uint32_t written) {
+  if (read != written) {
+    throw Error(ErrorKind::kVerification, "the bytes read back have CRC-32 " + hex32(read) + " but " + hex32(written) +
+                                              " was written")
+        .at(record);
+  }
 }
 
 void ReadBack::load_on_device(const std::string& record, uint64_t offset, uint64_t size, DType device_dtype) {

@@ -135,6 +135,14 @@ class ReadBack {
   /// must read is given to load_on_device() too, in order.
   void check_part(const std::string& record, uint64_t record_offset, uint64_t offset, std::span<std::byte> buffer,
                   uint64_t hash) const;
+  /// Reads the bytes at [offset, offset + buffer.size()) of `record` into
+  /// `buffer` (an error names the record). Any thread, several at once.
+  void read_part(const std::string& record, uint64_t offset, std::span<std::byte> buffer) const {
+    read_exactly(buffer, offset, record);
+  }
+  /// Throws check()'s Error(kVerification) for a record whose bytes read
+  /// back have CRC-32 `read` where `written` was written.
+  static void check_crc(const std::string& record, uint32_t read, uint32_t written);
   /// Counts a record that check_part read back whole.
   void add_checked(uint64_t size) { bytes_ += size; }
   /// The device half of check() alone, for a record whose every part

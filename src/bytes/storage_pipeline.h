@@ -12,12 +12,9 @@
 //    CRC-32 is the one the input archive records (or, if it records none,
 //    computed from the input on the worker while the sink copies); they get
 //    no XXH3. Nor does anything when the output is not verified: the XXH3 is
-//    made only to be compared with the bytes read back. With more than two
-//    threads, only where the sink copies without the bytes passing through
-//    memory (shared blocks, a server's copy): elsewhere the splice is one
-//    thread, and the copy goes in parts instead (next).
-//  * In parts: records stored in the input file, converted (or, with more
-//    than two threads, copied), into a file (a sink that takes write_at):
+//    made only to be compared with the bytes read back.
+//  * In parts: converted records stored in the input file, into a file (a
+//    sink that takes write_at):
 //    every thread takes 1 MiB parts of the record and carries them through
 //    every stage (read with pread, a piece at a time, converted, summed,
 //    written at their place, read back), and their sums are joined in order
@@ -30,9 +27,10 @@
 // The input's CRC-32 is checked against the archive's once per record
 // (check_input): a damaged input is refused rather than re-saved. With a
 // ReadBack, each large record is read back from the file on the worker while
-// the next one is written; those written in parts, part by part by the
-// thread that wrote the part, as soon as it is written, and then (the GPU
-// load test) loaded on the device by the worker, in order. With one thread, the worker's tasks run on
+// the next one is written (a copy, with more than two threads: by the worker
+// and the helpers, a part each at a time); those written in parts, part by
+// part by the thread that wrote the part, as soon as it is written, and then
+// (the GPU load test) loaded on the device by the worker, in order. With one thread, the worker's tasks run on
 // the caller's thread as they are given.
 #pragma once
 
@@ -99,6 +97,7 @@ class StoragePipeline {
   bool goes_in_parts(const Storage& s, bool large, bool identity) const;
   Pumped pump_in_parts(const Storage& s);
   void read_back(const Storage& s, const WrittenRecord& r, std::optional<uint64_t> hash, bool crc_from_input);
+  void read_back_in_parts(const WrittenRecord& r);
   void load_on_device(const Storage& s, const std::string& record, uint64_t offset, uint64_t size);
   void check_input(const Storage& s, uint32_t actual) const;
   void wrote(uint64_t n);
@@ -123,7 +122,7 @@ class StoragePipeline {
   std::vector<Buffers> per_thread_;  // [0]: this thread's; [1]: the worker's; then the helpers'
   std::vector<std::future<void>> checks_;
   // Last: joined before anything their tasks use goes away.
-  std::vector<std::unique_ptr<Background>> helpers_;  // the threads beyond two, for pump_in_parts
+  std::vector<std::unique_ptr<Background>> helpers_;  // the threads beyond two: pump_in_parts, read_back_in_parts
   Background worker_;
 };
 

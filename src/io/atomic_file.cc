@@ -111,13 +111,6 @@ bool copies_on_a_server(unsigned long file_system) {
   }
 }
 
-// Whether the file system may share blocks between files (FICLONERANGE):
-// XFS (with reflink, mkfs.xfs's default since 2019) and btrfs. Where it
-// cannot after all, copy_from() says so once and copies.
-bool shares_blocks(unsigned long file_system) {
-  return file_system == 0x58465342UL || file_system == 0x9123683EUL;  // XFS, btrfs
-}
-
 // Whether two threads writing the file at once (write_at) is slower than
 // one: on btrfs an unverified cast took 3-7 % longer so, on ext4, xfs and
 // tmpfs 4-21 % less (docs/performance.md, "Both threads through every stage").
@@ -147,14 +140,10 @@ FileSink::FileSink(int fd, std::string name, bool allocate_first)
     : fd_(fd),
       name_(std::move(name)),
       buffer_(new std::byte[kBufferSize]) {
-  file_system_ = file_system_of(fd);
-  server_copy_ = copies_on_a_server(file_system_);
-  write_at_ = !one_writer_is_faster(file_system_);
-  allocate_first_ = allocate_first && allocating_first_is_faster(file_system_);
-}
-
-bool FileSink::copies_without_reading() const {
-  return server_copy_ || (clone_supported_ && shares_blocks(file_system_));
+  const unsigned long file_system = file_system_of(fd);
+  server_copy_ = copies_on_a_server(file_system);
+  write_at_ = !one_writer_is_faster(file_system);
+  allocate_first_ = allocate_first && allocating_first_is_faster(file_system);
 }
 
 FileSink::~FileSink() = default;

@@ -75,7 +75,6 @@ class FileSink final : public ByteSink {
   uint64_t position() const override { return position_; }
   void flush() override;
   bool can_copy_from() const override { return true; }
-  bool copies_without_reading() const override;
   bool copy_from(int fd, uint64_t offset, uint64_t length) override;
   void expect(uint64_t length) override;
   bool can_write_at() const override { return write_at_; }
@@ -94,7 +93,6 @@ class FileSink final : public ByteSink {
   uint64_t position_ = 0;
   std::unique_ptr<std::byte[]> buffer_;
   size_t used_ = 0;
-  unsigned long file_system_;    // statfs's magic number; 0 if unknown
   bool clone_supported_ = true;  // FICLONERANGE: until the file system says no
   bool server_copy_;             // copy_file_range: until it says no
   bool write_at_;                // offered: where two threads writing at once is not slower than one

@@ -23,10 +23,6 @@ class ByteSink {
   virtual void flush() {}
   /// Whether copy_from() can be used.
   virtual bool can_copy_from() const { return false; }
-  /// Whether copy_from() copies without the bytes passing through memory
-  /// (blocks shared with the input, a server's copy), which is quicker than
-  /// any number of threads reading and writing them.
-  virtual bool copies_without_reading() const { return false; }
   /// Appends `length` bytes of the file `fd` at `offset` without looking at
   /// them (a file sink shares the input's blocks, has a server copy them,
   /// or splices them through a pipe; else reads and writes through its buffer).

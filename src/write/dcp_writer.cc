@@ -43,7 +43,6 @@ class ItemSink final : public ByteSink {
   uint64_t position() const override { return file_.position() - base_; }
   void flush() override { file_.flush(); }
   bool can_copy_from() const override { return file_.can_copy_from(); }
-  bool copies_without_reading() const override { return file_.copies_without_reading(); }
   bool copy_from(int fd, uint64_t offset, uint64_t length) override { return file_.copy_from(fd, offset, length); }
   void expect(uint64_t length) override { file_.expect(length); }
   bool can_write_at() const override { return file_.can_write_at(); }

@@ -52,7 +52,6 @@ class InputCuttingSink final : public ByteSink {
   uint64_t position() const override { return inner_.position(); }
   void flush() override { inner_.flush(); }
   bool can_copy_from() const override { return inner_.can_copy_from(); }
-  bool copies_without_reading() const override { return inner_.copies_without_reading(); }
   bool copy_from(int fd, uint64_t offset, uint64_t length) override {
     cut();
     return inner_.copy_from(fd, offset, length);

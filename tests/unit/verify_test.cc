@@ -204,23 +204,6 @@ TEST_F(ChangingInputTest, ACastWhoseInputShrinksIsRefused) {
   }
 }
 
-// With more than two threads, copies are read and written in parts too:
-// an input cut part-way is refused by whichever thread reads past its end.
-TEST_F(ChangingInputTest, ACopyInPartsWhoseInputShrinksIsRefused) {
-  for (const unsigned threads : {3u, 8u, 64u}) {
-    SCOPED_TRACE(std::to_string(threads) + " threads");
-    make_input(uint32_t{4} << 20);  // 16 MiB: 16 parts
-    const Checkpoint ck = Checkpoint::open(input_);
-    SaveOptions options;
-    options.threads = threads;
-    options.verify_options.gpu = GpuMode::kOff;
-    expect_error([&] { save_with_seams(ck, dir_ / "out.pt", options, cutting_the_input_after(uint64_t{2} << 20)); },
-                 ErrorKind::kIo,
-                 "in.pt': in/data/0: the file shrank while being read (truncated or rewritten by another program?)");
-    EXPECT_EQ(listing(), std::vector<std::string>{"in.pt"}) << "no output, no temporary file";
-  }
-}
-
 TEST_F(ChangingInputTest, ACopyWhoseInputShrinksNamesTheInput) {
   make_input(uint32_t{1} << 20);  // 4 MiB, copied unread where the output can
   const Checkpoint ck = Checkpoint::open(input_);
