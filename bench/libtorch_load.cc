@@ -56,8 +56,11 @@ int main(int argc, char** argv) {
     if (cuda) torch::cuda::synchronize();
     const double seconds = std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
     const double init = std::chrono::duration<double>(start - began).count();
-    std::printf("{\"seconds\": %.6f, \"init\": %.6f, \"anon\": %lld, \"file\": %lld, \"check\": %.6f}\n", seconds,
-                init, status_bytes("RssAnon:"), status_bytes("RssFile:"), total);
+    // steady_clock is CLOCK_MONOTONIC, the clock the parent (python_load.py)
+    // read at the launch: the process's start to its last byte on the device.
+    const double done_at = std::chrono::duration<double>(std::chrono::steady_clock::now().time_since_epoch()).count();
+    std::printf("{\"seconds\": %.6f, \"init\": %.6f, \"anon\": %lld, \"file\": %lld, \"check\": %.6f, \"done_at\": %.6f}\n",
+                seconds, init, status_bytes("RssAnon:"), status_bytes("RssFile:"), total, done_at);
     return 0;
   } catch (const ckptfix::Error& e) {
     std::fprintf(stderr, "ckptfix: error: %s\n", e.what());
