@@ -24,8 +24,10 @@ def _src(path: Path) -> str:
 
 
 def _write_flags(dst: Path, *, force: bool, verify: bool, allow_globals: Sequence[str],
-                 torch: Optional[str]) -> list:
+                 torch: Optional[str], threads: Optional[int]) -> list:
     args = ["-o", os.fspath(dst), "--json"]
+    if threads is not None:
+        args += ["--threads", str(int(threads))]
     if force:
         args.append("--force")
     if not verify:
@@ -93,7 +95,8 @@ def fix(src: Path, dst: Path, *, strip_prefix: Union[None, bool, str] = None, au
         allow_globals: Sequence[str] = (), torch: Optional[str] = None, force: bool = False,
         verify: bool = True, like: Optional[Path] = None, like_key: Optional[str] = None,
         rename: Union[Mapping[str, str], Sequence[Sequence[str]]] = (), drop: Sequence[str] = (),
-        allow_missing: bool = False, drop_unexpected: bool = False, drop_mismatched: bool = False) -> Report:
+        allow_missing: bool = False, drop_unexpected: bool = False, drop_mismatched: bool = False,
+        threads: Optional[int] = None) -> Report:
     """`ckptfix fix`: several passes in one read and write (strip, then
     add a prefix, then retag devices, then cast), verified, written
     atomically. `strip_prefix`: True strips "module.", a str that prefix;
@@ -142,14 +145,16 @@ def fix(src: Path, dst: Path, *, strip_prefix: Union[None, bool, str] = None, au
         args.append("--weights-only")
     if drop_unknown:
         args.append("--drop-unknown")
-    return run_json(args + _write_flags(dst, force=force, verify=verify, allow_globals=allow_globals, torch=torch))
+    return run_json(args + _write_flags(dst, force=force, verify=verify, allow_globals=allow_globals, torch=torch,
+                                       threads=threads))
 
 
 def convert(src: Path, dst: Path, *, extract: Optional[str] = None, key: Optional[str] = None,
             for_libtorch: bool = False, weights_only: bool = False, drop_unknown: bool = False,
             format: Optional[str] = None, metadata: Optional[Mapping[str, str]] = None, drop_aliases: bool = False,
             max_shard_size: Optional[str] = None, allow_globals: Sequence[str] = (), torch: Optional[str] = None,
-            tag: Optional[str] = None, force: bool = False, verify: bool = True) -> Report:
+            tag: Optional[str] = None, force: bool = False, verify: bool = True,
+            threads: Optional[int] = None) -> Report:
     """`ckptfix convert`: re-write as a torch zip file, or as safetensors
     (by `format` or dst's extension; `max_shard_size` writes a Hugging Face
     shard set), or with format="dcp" as a torch.distributed.checkpoint
@@ -178,18 +183,20 @@ def convert(src: Path, dst: Path, *, extract: Optional[str] = None, key: Optiona
         args.append("--drop-aliases")
     if max_shard_size:
         args += ["--max-shard-size", str(max_shard_size)]
-    return run_json(args + _write_flags(dst, force=force, verify=verify, allow_globals=allow_globals, torch=torch))
+    return run_json(args + _write_flags(dst, force=force, verify=verify, allow_globals=allow_globals, torch=torch,
+                                       threads=threads))
 
 
 def weights_only(src: Path, dst: Path, *, drop_unknown: bool = False, torch: Optional[str] = None,
-                 force: bool = False, verify: bool = True) -> Report:
+                 force: bool = False, verify: bool = True, threads: Optional[int] = None) -> Report:
     """`ckptfix weights-only`: rewrite what torch's default load
     (weights_only=True) refuses into the plain data it stands for (numpy
     values, Namespaces, configs, pickled modules -> their state_dict())."""
     args = ["weights-only", _src(src)]
     if drop_unknown:
         args.append("--drop-unknown")
-    return run_json(args + _write_flags(dst, force=force, verify=verify, allow_globals=(), torch=torch))
+    return run_json(args + _write_flags(dst, force=force, verify=verify, allow_globals=(), torch=torch,
+                                       threads=threads))
 
 
 def salvage(src: Path, dst: Path, *, require_complete: bool = False, keep_partial_optimizer: bool = False,

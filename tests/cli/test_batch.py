@@ -122,6 +122,47 @@ class BatchTest(unittest.TestCase):
         self.assertEqual(proc.stderr.count("nothing to change"), 5)
         self.assertEqual(mtimes, {p: os.stat(os.path.join(first, p)).st_mtime_ns for p in mtimes})
 
+    def test_every_thread_count_writes_the_same_files(self):
+        # --threads N (issue 54): large records split among N threads, with
+        # --jobs sharing them. Two 3 MiB float32 tensors and a small one:
+        # copied and cast, each written by 1, 2, 5 and 64 threads, by the
+        # same bytes, and torch loads what it saved.
+        src = self.path("big")
+        os.mkdir(src)
+        script = ("import sys, torch\n"
+                  "g = torch.Generator().manual_seed(1)\n"
+                  "for name in ('a', 'b'):\n"
+                  "    torch.save({'module.w': torch.randn(786433, generator=g), 'module.v': torch.randn(786431, generator=g),"
+                  " 'module.s': torch.randn(5, generator=g)}, '%s/%s.pt' % (sys.argv[1], name))\n")
+        subprocess.run([sys.executable, "-c", script, src], check=True)
+        trees = {}
+        for threads, jobs in [("1", "1"), ("2", "1"), ("5", "2"), ("64", "2")]:
+            for job, flags in [("copy", ["strip-prefix"]), ("cast", ["cast", "--dtype", "bf16"])]:
+                out = self.path(f"{job}-{threads}")
+                proc = support.run(*flags, "-r", src, "--out-dir", out, "--threads", threads, "-j", jobs, "--gpu", "off",
+                                   "--json", check=0)
+                self.assertEqual(json.loads(proc.stdout)["summary"]["failed"], 0, proc.stderr)
+                trees.setdefault(job, []).append(tree_hashes(out))
+        for job, hashes in trees.items():
+            self.assertEqual(len(hashes[0]), 2)
+            for other in hashes[1:]:
+                self.assertEqual(other, hashes[0], job)
+        for name in ("a", "b"):
+            saved = torch.load(os.path.join(src, name + ".pt"))
+            copied = torch.load(self.path("copy-64", name + ".pt"), weights_only=True)
+            cast = torch.load(self.path("cast-5", name + ".pt"), weights_only=True)
+            self.assertEqual(list(copied), [k[len("module."):] for k in saved])
+            for key, tensor in saved.items():
+                self.assertTrue(torch.equal(copied[key[len("module."):]], tensor), key)
+                self.assertTrue(torch.equal(cast[key], tensor.to(torch.bfloat16)), key)
+
+    def test_threads_must_be_one_or_more(self):
+        for bad in ("0", "-1", "x"):
+            proc = support.run("strip-prefix", support.fixture("dataparallel.pt"), "-o", self.path("o.pt"),
+                               "--threads", bad, check=2)
+            self.assertIn("--threads", proc.stderr)
+            self.assertFalse(os.path.exists(self.path("o.pt")))
+
     def test_hundred_checkpoints_with_two_jobs(self):
         src = self.path("many")
         os.mkdir(src)

@@ -350,6 +350,12 @@ class PythonLoadTest(support.ScratchDirTest):
         sd_out = self.path("weights.pt")
         ckptfix.convert(out, sd_out, extract="state_dict")
         self.assert_same(fixed["state_dict"], torch.load(sd_out, weights_only=False), "convert --extract")
+        one_thread = self.path("one-thread.pt")  # threads= is --threads: the same file
+        ckptfix.convert(out, one_thread, extract="state_dict", threads=1)
+        self.assertEqual(support.sha256(one_thread), support.sha256(sd_out))
+        with self.assertRaises(ckptfix.CheckpointError) as caught:
+            ckptfix.convert(out, self.path("none.pt"), threads=0)
+        self.assertEqual(caught.exception.exit_code, 2)
         gate = ckptfix.check(src, device="cpu")
         self.assertEqual(gate["inputs"][0]["status"], "failed")
         self.assertTrue(any("cuda:0" in v["what"] for v in gate["inputs"][0]["violations"]))
