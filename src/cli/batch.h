@@ -75,8 +75,10 @@ size_t thread_budget(const BatchArgs& args);
 /// Files processed at once: --jobs, else the thread budget; at most `inputs`.
 size_t batch_jobs(const BatchArgs& args, size_t inputs);
 /// Threads each of those files may be written with (SaveOptions::threads):
-/// the budget shared among the jobs, at least one each; 0 (the library's
-/// choice: every core, up to its limit) for one file without --threads.
+/// with --threads, the budget shared among the jobs, at least one each;
+/// without, the cores shared, at least two each (a writer and its
+/// read-back), and for one file 0 (the library's choice: every core, up to
+/// its limit).
 unsigned threads_per_job(const BatchArgs& args, size_t inputs);
 
 /// Runs `work` on every input with batch_jobs() workers, printing each outcome's

@@ -399,7 +399,9 @@ TEST_F(PipelineTest, ACopyIsReadBackByEveryThread) {
         const SaveResult result = write_checkpoint(checkpoint, sink, options, &read_back);
         for (const SaveResult::Record& r : result.records) {
           EXPECT_EQ(r.read_back, r.size >= (uint64_t{1} << 20)) << r.name;
-          if (r.read_back) EXPECT_FALSE(r.has_hash) << "a copy, checked by its CRC-32";
+          if (r.read_back) {
+            EXPECT_FALSE(r.has_hash) << "a copy, checked by its CRC-32";
+          }
         }
         EXPECT_EQ(read_back.bytes(), record_size);
       } else {
