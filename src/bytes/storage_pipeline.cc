@@ -89,8 +89,12 @@ StoragePipeline::StoragePipeline(const CheckpointImpl& checkpoint, ByteSink& sin
       threads_(std::max(1u, threads)),
       progress_(std::move(progress)),
       per_thread_(threads_),
-      worker_(/*on_caller=*/threads_ == 1) {
-  for (unsigned t = 2; t < threads_; ++t) helpers_.push_back(std::make_unique<Background>());
+      worker_(/*on_caller=*/threads_ == 1) {}
+
+void StoragePipeline::start_helpers() {
+  // Made when first needed: a distributed checkpoint's writer makes a
+  // pipeline per item, most of them small.
+  while (helpers_.size() + 2 < threads_) helpers_.push_back(std::make_unique<Background>());
 }
 
 PipedRecord StoragePipeline::write(const Storage& s, const std::string& name) {
@@ -333,6 +337,7 @@ StoragePipeline::Pumped StoragePipeline::pump_in_parts(const Storage& s) {
     }
   };
   // The worker and as many helpers as there are parts for the others to take.
+  start_helpers();
   std::vector<std::future<void>> others;
   const uint64_t other_threads = std::min<uint64_t>(threads_ - 1, parts - 1);
   for (uint64_t t = 0; t < other_threads; ++t) {
@@ -392,7 +397,8 @@ void StoragePipeline::read_back(const Storage& s, const WrittenRecord& r, std::o
   // A record checked by its CRC-32 (a copy) with threads to spare and no
   // device to load it on: its parts are read back by the worker and the
   // helpers at once.
-  const bool in_parts = !hash && !helpers_.empty() && !readback_->loads_on_device();
+  const bool in_parts = !hash && threads_ > 2 && !readback_->loads_on_device();
+  if (in_parts) start_helpers();
   checks_.push_back(worker_.run([this, &s, r, hash, crc_from_input, in_parts] {
     try {
       if (in_parts) {

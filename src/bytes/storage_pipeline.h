@@ -95,6 +95,7 @@ class StoragePipeline {
   bool copy_unread(const Storage& s, uint32_t& crc);
   Pumped pump(const Storage& s, bool large);
   bool goes_in_parts(const Storage& s, bool large, bool identity) const;
+  void start_helpers();
   Pumped pump_in_parts(const Storage& s);
   void read_back(const Storage& s, const WrittenRecord& r, std::optional<uint64_t> hash, bool crc_from_input);
   void read_back_in_parts(const WrittenRecord& r);
