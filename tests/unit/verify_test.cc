@@ -205,19 +205,23 @@ TEST_F(ChangingInputTest, ACastWhoseInputShrinksIsRefused) {
 }
 
 TEST_F(ChangingInputTest, ACopyWhoseInputShrinksNamesTheInput) {
-  make_input(uint32_t{1} << 20);  // 4 MiB, copied unread where the output can
-  const Checkpoint ck = Checkpoint::open(input_);
-  SaveOptions options;
-  options.verify_options.gpu = GpuMode::kOff;
-  try {
-    save_with_seams(ck, dir_ / "out.pt", options, cutting_the_input_after(UINT64_MAX));  // cut when the copy begins
-    ADD_FAILURE() << "no error";
-  } catch (const Error& e) {
-    EXPECT_EQ(e.kind(), ErrorKind::kIo);
-    EXPECT_EQ(fs::path(e.file()).filename(), "in.pt") << e.what();
-    EXPECT_NE(std::string(e.what()).find("in/data/0"), std::string::npos) << e.what();
+  for (const unsigned threads : {1u, 2u, 8u}) {  // with more than two, the read-back in parts
+    SCOPED_TRACE(std::to_string(threads) + " threads");
+    make_input(uint32_t{1} << 20);  // 4 MiB, copied unread where the output can
+    const Checkpoint ck = Checkpoint::open(input_);
+    SaveOptions options;
+    options.threads = threads;
+    options.verify_options.gpu = GpuMode::kOff;
+    try {
+      save_with_seams(ck, dir_ / "out.pt", options, cutting_the_input_after(UINT64_MAX));  // cut when the copy begins
+      ADD_FAILURE() << "no error";
+    } catch (const Error& e) {
+      EXPECT_EQ(e.kind(), ErrorKind::kIo);
+      EXPECT_EQ(fs::path(e.file()).filename(), "in.pt") << e.what();
+      EXPECT_NE(std::string(e.what()).find("in/data/0"), std::string::npos) << e.what();
+    }
+    EXPECT_EQ(listing(), std::vector<std::string>{"in.pt"});
   }
-  EXPECT_EQ(listing(), std::vector<std::string>{"in.pt"});
 }
 
 TEST_F(ChangingInputTest, AnInputRewrittenMeanwhileIsNotReplacedInPlace) {
