@@ -394,15 +394,15 @@ void StoragePipeline::check_input(const Storage& s, uint32_t actual) const {
 void StoragePipeline::read_back(const Storage& s, const WrittenRecord& r, std::optional<uint64_t> hash,
                                 bool crc_from_input) {
   sink_.flush();  // the record's last bytes may still be in the sink's buffer
-  // A record checked by its CRC-32 (a copy) with threads to spare and no
-  // device to load it on: its parts are read back by the worker and the
-  // helpers at once.
-  const bool in_parts = !hash && threads_ > 2 && !readback_->loads_on_device();
+  // A record checked by its CRC-32 (a copy) with threads to spare: its parts
+  // are read back by the helpers (and the worker, unless it loads the record
+  // on the device meanwhile).
+  const bool in_parts = !hash && threads_ > 2;
   if (in_parts) start_helpers();
   checks_.push_back(worker_.run([this, &s, r, hash, crc_from_input, in_parts] {
     try {
       if (in_parts) {
-        read_back_in_parts(r);
+        read_back_in_parts(r, s.output_dtype());
       } else {
         readback_->check(r.name, r.data_offset, r.size, r.crc32, hash, s.output_dtype());
       }
@@ -416,9 +416,11 @@ void StoragePipeline::read_back(const Storage& s, const WrittenRecord& r, std::o
 }
 
 // On the worker, which takes parts itself and waits for the helpers' (they
-// never wait for the worker, so this cannot hold them up). Each part's CRC-32
-// is joined in order (Crc32Join) and the whole compared as check() would.
-void StoragePipeline::read_back_in_parts(const WrittenRecord& r) {
+// never wait for the worker, so this cannot hold them up); with the GPU load
+// test, it loads the record on the device instead while the helpers take
+// every part. Each part's CRC-32 is joined in order (Crc32Join) and the
+// whole compared as check() would.
+void StoragePipeline::read_back_in_parts(const WrittenRecord& r, DType device_dtype) {
   const uint64_t parts = (r.size + kPart - 1) / kPart;
   std::vector<uint32_t> crcs(parts);
   std::atomic<uint64_t> next_part{0};
@@ -438,14 +440,20 @@ void StoragePipeline::read_back_in_parts(const WrittenRecord& r) {
     }
   };
   std::vector<std::future<void>> others;
-  for (uint64_t t = 0; t < std::min<uint64_t>(helpers_.size(), parts - 1); ++t) {
+  const uint64_t helping = std::min<uint64_t>(helpers_.size(), readback_->loads_on_device() ? parts : parts - 1);
+  for (uint64_t t = 0; t < helping; ++t) {
     std::vector<std::byte>& buffer = per_thread_[t + 2].read_back;
     others.push_back(helpers_[t]->run([&work, &buffer] { work(buffer); }));
   }
   std::exception_ptr failure;
   try {
-    work(per_thread_[1].read_back);
+    if (readback_->loads_on_device()) {
+      readback_->load_on_device(r.name, r.data_offset, r.size, device_dtype);
+    } else {
+      work(per_thread_[1].read_back);
+    }
   } catch (...) {
+    stop = true;
     failure = std::current_exception();
   }
   for (std::future<void>& other : others) {

@@ -28,7 +28,8 @@
 // (check_input): a damaged input is refused rather than re-saved. With a
 // ReadBack, each large record is read back from the file on the worker while
 // the next one is written (a copy, with more than two threads: by the worker
-// and the helpers, a part each at a time); those written in parts, part by
+// and the helpers, a part each at a time; with the GPU load test, by the
+// helpers while the worker loads it on the device); those written in parts, part by
 // part by the thread that wrote the part, as soon as it is written, and then
 // (the GPU load test) loaded on the device by the worker, in order. With one thread, the worker's tasks run on
 // the caller's thread as they are given.
@@ -98,7 +99,7 @@ class StoragePipeline {
   void start_helpers();
   Pumped pump_in_parts(const Storage& s);
   void read_back(const Storage& s, const WrittenRecord& r, std::optional<uint64_t> hash, bool crc_from_input);
-  void read_back_in_parts(const WrittenRecord& r);
+  void read_back_in_parts(const WrittenRecord& r, DType device_dtype);
   void load_on_device(const Storage& s, const std::string& record, uint64_t offset, uint64_t size);
   void check_input(const Storage& s, uint32_t actual) const;
   void wrote(uint64_t n);

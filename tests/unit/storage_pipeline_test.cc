@@ -379,24 +379,32 @@ class DamagedCopySink final : public ByteSink {
 };
 
 // A copy is read back by the worker and, with more than two threads, the
-// helpers too, a part each at a time: every byte of it, and a byte damaged
-// anywhere fails the write by the CRC-32 the input records.
+// helpers too, a part each at a time (with the GPU load test, here its host
+// twin, the helpers alone while the worker loads the record on the device):
+// every byte of it, and a byte damaged anywhere fails the write by the
+// CRC-32 the input records.
 TEST_F(PipelineTest, ACopyIsReadBackByEveryThread) {
   const Checkpoint checkpoint = large_checkpoint(dir_ / "in.pt", DType::kFloat32, 5'000'003);
   const uint64_t record_size = 5'000'003 * 4;
+  for (const bool device : {false, true})
   for (const unsigned threads : {1u, 2u, 3u, 8u})
   for (const int64_t damage_at : {int64_t{-1}, int64_t{3}, int64_t{(7 << 20) + 5}, int64_t{record_size - 1}}) {
-    SCOPED_TRACE(std::to_string(threads) + " threads, damaged at " + std::to_string(damage_at));
+    SCOPED_TRACE(std::to_string(threads) + " threads, damaged at " + std::to_string(damage_at) +
+                 (device ? ", the host device" : ""));
     const fs::path out = dir_ / "out.pt";
     const int fd = ::open(out.c_str(), O_RDWR | O_CREAT | O_TRUNC | O_CLOEXEC, 0644);
     ASSERT_GE(fd, 0);
     {
       DamagedCopySink sink(fd, out.string(), damage_at);
-      ReadBack read_back(out.string(), GpuMode::kOff);
+      std::unique_ptr<ReadBack> owned =
+          device ? std::make_unique<ReadBack>(out.string(), host_load_test(LoadTest::kSlotBytes, false), "host")
+                 : std::make_unique<ReadBack>(out.string(), GpuMode::kOff);
+      ReadBack& read_back = *owned;
       SaveOptions options;
       options.threads = threads;
       if (damage_at < 0) {
         const SaveResult result = write_checkpoint(checkpoint, sink, options, &read_back);
+        read_back.finish_device();
         for (const SaveResult::Record& r : result.records) {
           EXPECT_EQ(r.read_back, r.size >= (uint64_t{1} << 20)) << r.name;
           if (r.read_back) {
@@ -404,6 +412,7 @@ TEST_F(PipelineTest, ACopyIsReadBackByEveryThread) {
           }
         }
         EXPECT_EQ(read_back.bytes(), record_size);
+        EXPECT_EQ(read_back.gpu().bytes, device ? record_size : 0u);
       } else {
         expect_error([&] { write_checkpoint(checkpoint, sink, options, &read_back); }, ErrorKind::kVerification,
                      "archive/data/0: the bytes read back have CRC-32 0x");
