@@ -62,6 +62,29 @@ bool stored_in_file(const InputFile& input, const Storage& s) {
   return s.source.encoding == StorageSource::Encoding::kStored && input.fd() >= 0;
 }
 
+// Runs `here` on this thread beside `others` (tasks on other threads that
+// use what the caller holds), waits for every one of them, and throws the
+// first failure; `stop` is raised when `here` fails, so that the others end
+// at their next part.
+template <typename F>
+void run_beside(F here, std::vector<std::future<void>>& others, std::atomic<bool>& stop) {
+  std::exception_ptr failure;
+  try {
+    here();
+  } catch (...) {
+    stop = true;
+    failure = std::current_exception();
+  }
+  for (std::future<void>& other : others) {
+    try {
+      other.get();
+    } catch (...) {
+      if (!failure) failure = std::current_exception();
+    }
+  }
+  if (failure) std::rethrow_exception(failure);
+}
+
 }  // namespace
 
 unsigned write_threads(unsigned asked) {
@@ -345,20 +368,7 @@ StoragePipeline::Pumped StoragePipeline::pump_in_parts(const Storage& s) {
     Buffers& own = per_thread_[t + 1];
     others.push_back(thread.run([&work, &own] { work(own, false); }));
   }
-  std::exception_ptr failure;
-  try {
-    work(per_thread_[0], true);
-  } catch (...) {
-    failure = std::current_exception();
-  }
-  for (std::future<void>& other : others) {  // every one waited for: they use what is here
-    try {
-      other.get();
-    } catch (...) {
-      if (!failure) failure = std::current_exception();
-    }
-  }
-  if (failure) std::rethrow_exception(failure);
+  run_beside([&] { work(per_thread_[0], true); }, others, stop);
   wrote(size - reported);
   zip_.note_direct_head(std::span(head).first(std::min<uint64_t>(size, head.size())));
   Pumped out;
@@ -445,25 +455,15 @@ void StoragePipeline::read_back_in_parts(const WrittenRecord& r, DType device_dt
     std::vector<std::byte>& buffer = per_thread_[t + 2].read_back;
     others.push_back(helpers_[t]->run([&work, &buffer] { work(buffer); }));
   }
-  std::exception_ptr failure;
-  try {
-    if (readback_->loads_on_device()) {
-      readback_->load_on_device(r.name, r.data_offset, r.size, device_dtype);
-    } else {
-      work(per_thread_[1].read_back);
-    }
-  } catch (...) {
-    stop = true;
-    failure = std::current_exception();
-  }
-  for (std::future<void>& other : others) {
-    try {
-      other.get();
-    } catch (...) {
-      if (!failure) failure = std::current_exception();
-    }
-  }
-  if (failure) std::rethrow_exception(failure);
+  run_beside(
+      [&] {
+        if (readback_->loads_on_device()) {
+          readback_->load_on_device(r.name, r.data_offset, r.size, device_dtype);
+        } else {
+          work(per_thread_[1].read_back);
+        }
+      },
+      others, stop);
   uint32_t crc = 0;
   const Crc32Join after(kPart);
   for (uint64_t p = 0; p < parts; ++p) {
