@@ -417,8 +417,8 @@ void add_rewrite_options(CLI::App* cmd, RewriteArgs& args, bool may_replace_inpu
   }
   cmd->add_option("--gpu", args.gpu, "GPU load test during verification: auto (default), require or off");
   cmd->add_option("--threads", args.batch.threads,
-                  "Threads in all (default: one per core): a large file's records are split among them; "
-                  "with --jobs, the files at once share them")
+                  "Threads in all (default: one per core; for one file at most 16): a large file's records are "
+                  "split among them; with --jobs, the files at once share them")
       ->check(CLI::Range(1, 1024));
   cmd->add_option("--format", args.format,
                   "Output format: pt (torch zip), safetensors, or dcp (a torch.distributed.checkpoint directory, "
