@@ -25,4 +25,16 @@ void Background::loop() {
   }
 }
 
+void wait_for_all(std::vector<std::future<void>>& tasks) {
+  std::exception_ptr first;
+  for (std::future<void>& task : tasks) {
+    try {
+      task.get();
+    } catch (...) {
+      if (!first) first = std::current_exception();
+    }
+  }
+  if (first) std::rethrow_exception(first);
+}
+
 }  // namespace ckptfix

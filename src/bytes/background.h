@@ -10,6 +10,7 @@
 #include <future>
 #include <mutex>
 #include <thread>
+#include <vector>
 
 namespace ckptfix {
 
@@ -51,5 +52,9 @@ class Background {
   bool stopping_ = false;
   std::thread thread_;
 };
+
+/// Waits for every one of `tasks` (they may use what the caller holds, so
+/// none is left running), then throws the first failure in their order.
+void wait_for_all(std::vector<std::future<void>>& tasks);
 
 }  // namespace ckptfix

@@ -64,25 +64,21 @@ bool stored_in_file(const InputFile& input, const Storage& s) {
 
 // Runs `here` on this thread beside `others` (tasks on other threads that
 // use what the caller holds), waits for every one of them, and throws the
-// first failure; `stop` is raised when `here` fails, so that the others end
-// at their next part.
+// first failure, this thread's first; `stop` is raised when `here` fails, so
+// that the others end at their next part.
 template <typename F>
 void run_beside(F here, std::vector<std::future<void>>& others, std::atomic<bool>& stop) {
-  std::exception_ptr failure;
   try {
     here();
   } catch (...) {
     stop = true;
-    failure = std::current_exception();
-  }
-  for (std::future<void>& other : others) {
     try {
-      other.get();
+      wait_for_all(others);
     } catch (...) {
-      if (!failure) failure = std::current_exception();
     }
+    throw;
   }
-  if (failure) std::rethrow_exception(failure);
+  wait_for_all(others);
 }
 
 }  // namespace
@@ -392,7 +388,7 @@ StoragePipeline::Pumped StoragePipeline::pump_in_parts(const Storage& s) {
   out.read_back = read_back_here;
   if (read_back_here) {
     readback_->add_checked(size);
-    if (readback_->loads_on_device()) load_on_device(s, zip_.records().back().name, offset, size);
+    if (readback_->loads_on_device()) load_on_device(s, record, offset, size);
   }
   return out;
 }
@@ -482,7 +478,7 @@ void StoragePipeline::load_on_device(const Storage& s, const std::string& record
 
 void StoragePipeline::finish() {
   const auto began = std::chrono::steady_clock::now();
-  for (std::future<void>& check : checks_) check.get();  // the first failure, if any, is thrown here
+  wait_for_all(checks_);  // the first failure, if any, is thrown here
   checks_.clear();
   if (readback_ != nullptr) {
     readback_->writer_waited(std::chrono::duration<double>(std::chrono::steady_clock::now() - began).count());

@@ -15,6 +15,7 @@
 #include <chrono>
 #include <span>
 
+#include "bytes/storage_pipeline.h"
 #include "ckptfix/error.h"
 #include "ckptfix/save.h"
 #include "error_boundary.h"
@@ -173,9 +174,12 @@ DcpSaveResult save_dcp_directory(const Checkpoint& checkpoint, const std::vector
   }
   std::vector<WrittenItem> written(items.size());
   uint64_t done_before = 0;
+  // Counted once, not by each item's pipeline (a system call each).
+  const unsigned threads = write_threads(options.threads);
   for (size_t i : order) {
     const DcpItem& item = items[i];
     SaveOptions item_options = options;
+    item_options.threads = threads;
     item_options.archive_root = "archive";  // torch.save to a stream
     item_options.progress = [&](std::string_view phase, uint64_t done, uint64_t) {
       if (options.progress) options.progress(phase, done_before + done, total);

@@ -529,15 +529,7 @@ double write_file(const CheckpointImpl& impl, FilePlan& file, ByteSink& sink, ui
     }));
   }
   const auto start = std::chrono::steady_clock::now();
-  std::exception_ptr first;
-  for (std::future<void>& c : checks) {
-    try {
-      c.get();
-    } catch (...) {
-      if (!first) first = std::current_exception();
-    }
-  }
-  if (first) std::rethrow_exception(first);
+  wait_for_all(checks);
   return std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
 }
 
