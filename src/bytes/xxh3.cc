@@ -3,6 +3,7 @@
 #include <algorithm>
 #include <array>
 #include <new>
+#define XXH_STATIC_LINKING_ONLY  // XXH3_state_t's definition, to hold one in an Xxh3
 #include <xxhash.h>
 
 #include "ckptfix/error.h"
@@ -13,27 +14,31 @@
 
 namespace ckptfix {
 
-struct Xxh3::State {
-  std::unique_ptr<XXH3_state_t, decltype(&XXH3_freeState)> xxh{XXH3_createState(), XXH3_freeState};
-};
+namespace {
+// The XXH3_state_t an Xxh3 holds in its own bytes.
+XXH3_state_t* xxh_state(std::byte* bytes) { return std::launder(reinterpret_cast<XXH3_state_t*>(bytes)); }
+const XXH3_state_t* xxh_state(const std::byte* bytes) { return std::launder(reinterpret_cast<const XXH3_state_t*>(bytes)); }
+}  // namespace
 
-Xxh3::Xxh3() : state_(std::make_unique<State>()) {
-  if (!state_->xxh) throw std::bad_alloc();
+Xxh3::Xxh3() {
+  static_assert(sizeof(XXH3_state_t) <= kStateSize && alignof(XXH3_state_t) <= 64, "Xxh3::kStateSize is too small");
+  XXH3_state_t* state = new (state_) XXH3_state_t;
+  XXH3_INITSTATE(state);  // as xxhash.h asks of a state not made by XXH3_createState
   reset();
 }
 
-void Xxh3::reset() { XXH3_64bits_reset(state_->xxh.get()); }
+void Xxh3::reset() { XXH3_64bits_reset(xxh_state(state_)); }
 
 Xxh3::~Xxh3() = default;
 
 void Xxh3::update(std::span<const std::byte> bytes) {
 #if CKPTFIX_AVX2_KERNELS
-  if (cpu_has_avx2()) return ckptfix_xxh3_update_avx2(state_->xxh.get(), bytes.data(), bytes.size());
+  if (cpu_has_avx2()) return ckptfix_xxh3_update_avx2(xxh_state(state_), bytes.data(), bytes.size());
 #endif
-  XXH3_64bits_update(state_->xxh.get(), bytes.data(), bytes.size());
+  XXH3_64bits_update(xxh_state(state_), bytes.data(), bytes.size());
 }
 
-uint64_t Xxh3::digest() const { return XXH3_64bits_digest(state_->xxh.get()); }
+uint64_t Xxh3::digest() const { return XXH3_64bits_digest(xxh_state(state_)); }
 
 uint64_t xxh3_64(std::span<const std::byte> bytes) {
 #if CKPTFIX_AVX2_KERNELS

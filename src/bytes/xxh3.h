@@ -30,8 +30,11 @@ class Xxh3 {
   void reset();
 
  private:
-  struct State;
-  std::unique_ptr<State> state_;
+  /// xxhash's XXH3_state_t, held here rather than allocated: a writer makes
+  /// a few hashers per record, and a file may have 100,000 records. Its
+  /// size and alignment are checked against xxhash.h in xxh3.cc.
+  static constexpr size_t kStateSize = 640;
+  alignas(64) std::byte state_[kStateSize];
 };
 
 /// XXH3-64 (seed 0) of one buffer.

@@ -2,9 +2,12 @@
 // the order strip, add, remap, cast (see include/ckptfix/passes.h for why);
 // or, with --like REF, the state dict fitted to a model (fit.h), then
 // remapped and cast.
+#include <optional>
+
 #include "ckptfix/error.h"
 #include "cli/commands.h"
 #include "cli/like_options.h"
+#include "cli/read_ahead.h"
 #include "cli/report.h"
 #include "cli/rewrite.h"
 
@@ -34,6 +37,7 @@ CommandRun register_fix(CLI::App& app) {
   add_weights_only_options(cmd, args->passes, true);
   return [args] {
     PassOptions passes = args->passes;
+    std::optional<ReadAhead> input;  // opened while the reference is read
     try {
       finish_remap_options(args->maps, passes);
       // --dtype like: each floating tensor to the model's type for it.
@@ -41,12 +45,13 @@ CommandRun register_fix(CLI::App& app) {
       finish_cast_options(dtype_like ? std::string() : args->dtype, args->from, passes);
       passes.fit = fit_options(args->like);
       passes.fit.dtype_like = dtype_like;
+      if (!args->like.like.empty()) input.emplace(args->out.batch, rewrite_open_options(args->out, passes));
       passes.like = read_like(args->like, open_options(args->out.batch.limits));
     } catch (const Error& e) {
       print_error(e);
       return exit_code_for(e);
     }
-    return run_rewrite("fix", args->out, passes);
+    return run_rewrite("fix", args->out, passes, input ? input->reader() : InputReader{});
   };
 }
 

@@ -500,6 +500,13 @@ void finish_cast_options(const std::string& dtype, const std::vector<std::string
   for (const std::string& f : from) passes.cast_from.push_back(parse_user_dtype(f, "--from"));
 }
 
+OpenOptions rewrite_open_options(const RewriteArgs& args, const PassOptions& passes) {
+  OpenOptions open = open_options(args.batch.limits);
+  // The weights-only repair streams numpy arrays' bytes from the input.
+  open.leave_payloads_in_file = passes.weights_only;
+  return open;
+}
+
 int run_rewrite(const std::string& command, const RewriteArgs& args, const PassOptions& passes,
                 const InputReader& read) {
   SaveOptions save_options;
@@ -509,9 +516,7 @@ int run_rewrite(const std::string& command, const RewriteArgs& args, const PassO
   OpenOptions open;
   std::optional<ValidPassOptions> valid_passes;  // checked once, before any input is read
   try {
-    open = open_options(args.batch.limits);
-    // The weights-only repair streams numpy arrays' bytes from the input.
-    open.leave_payloads_in_file = passes.weights_only;
+    open = rewrite_open_options(args, passes);
     inputs = expand_inputs(args.batch);
     validate_outputs(args, inputs);
     PassOptions for_target = passes;

@@ -73,6 +73,9 @@ struct ReadInput {
 /// object and text), kept even when the reader then fails.
 using InputReader = std::function<ReadInput(const std::string& path, const OpenOptions& options, Outcome& outcome)>;
 
+/// The options run_rewrite opens each input with.
+OpenOptions rewrite_open_options(const RewriteArgs& args, const PassOptions& passes);
+
 /// Runs `command` over every input, each read by `read` (default:
 /// Checkpoint::open). Returns the exit code.
 int run_rewrite(const std::string& command, const RewriteArgs& args, const PassOptions& passes,

@@ -4,6 +4,7 @@
 
 #include "ckptfix/error.h"
 #include "io/bytes.h"
+#include "model/graph_walk.h"
 
 namespace ckptfix {
 namespace {
@@ -374,22 +375,22 @@ std::optional<std::string> meta_view_problem(const Tensor& t) {
 }
 
 void validate_tensor_views(const Checkpoint& checkpoint) {
-  const auto& tensors = impl_of(checkpoint).tensors;
-  const auto& storages = impl_of(checkpoint).storages;
-  std::vector<bool> checked(tensors.size(), false);
-  for (const TensorPosition& pos : checkpoint.tensor_positions()) {
-    if (checked[pos.tensor]) continue;
-    checked[pos.tensor] = true;
-    const Tensor& t = tensors[pos.tensor];
-    if (t.kind == TensorKind::kMeta) {  // no storage to fit; only the counts torch checks too
-      const std::optional<std::string> problem = meta_view_problem(t);
-      if (problem) throw Error(ErrorKind::kCorrupt, *problem).at("key '" + path_to_string(pos.path) + "'");
-      continue;
-    }
-    if (const auto problem = tensor_view_problem(t, storages[static_cast<size_t>(t.storage)])) {
-      throw Error(ErrorKind::kCorrupt, *problem).at("key '" + path_to_string(pos.path) + "'");
-    }
-  }
+  const CheckpointImpl& impl = impl_of(checkpoint);
+  std::vector<bool> checked(impl.tensors.size(), false);
+  // The walk of tensor_positions, without keeping every path: a key is
+  // rendered only for the tensor that fails.
+  walk_checkpoint(impl, impl.root, [&](Value& v, const Path& path) {
+    const size_t* found = impl.tensor_by_value.find(&v);
+    if (found == nullptr) return true;
+    if (checked[*found]) return false;
+    checked[*found] = true;
+    const Tensor& t = impl.tensors[*found];
+    const std::optional<std::string> problem = t.kind == TensorKind::kMeta
+                                                   ? meta_view_problem(t)  // no storage to fit; only the counts torch checks too
+                                                   : tensor_view_problem(t, impl.storages[static_cast<size_t>(t.storage)]);
+    if (problem) throw Error(ErrorKind::kCorrupt, *problem).at("key '" + path_to_string(path) + "'");
+    return false;  // a tensor's arguments are not positions
+  });
 }
 
 std::vector<int64_t> contiguous_strides(const std::vector<int64_t>& shape) {

@@ -25,13 +25,20 @@ constexpr size_t kMaxPrefixSegments = 3;
 // a prefix (and would make the search quadratic): such tails are not used.
 constexpr size_t kMaxKeysPerTail = 64;
 
-std::vector<std::string_view> segments(std::string_view key) {
-  std::vector<std::string_view> out;
+// Calls f(segment) for each of key's '.'-separated segments, in order.
+template <typename F>
+void for_each_segment(std::string_view key, F&& f) {
   size_t start = 0;
   for (size_t dot; (dot = key.find('.', start)) != std::string_view::npos; start = dot + 1) {
-    out.push_back(key.substr(start, dot - start));
+    f(key.substr(start, dot - start));
   }
-  out.push_back(key.substr(start));
+  f(key.substr(start));
+}
+
+std::vector<std::string_view> segments(std::string_view key) {
+  std::vector<std::string_view> out;
+  out.reserve(static_cast<size_t>(std::count(key.begin(), key.end(), '.')) + 1);
+  for_each_segment(key, [&](std::string_view s) { out.push_back(s); });
   return out;
 }
 
@@ -142,7 +149,9 @@ class Planner {
   // `rule`, then places those whose new name the model has; two inputs
   // renamed to one name collide.
   void rename_all(const std::vector<std::string>& proposed, const std::string& rule, bool moves_module) {
-    std::unordered_map<std::string, size_t> taken;
+    // Names of plan_.names not renamed here, and of `proposed`: both stay as they are while it lives.
+    std::unordered_map<std::string_view, size_t> taken;
+    taken.reserve(inputs_.size());
     for (size_t i = 0; i < inputs_.size(); ++i) {
       if (alive(i) && (proposed[i].empty() || !open(i))) taken.emplace(plan_.names[i], i);
     }
@@ -204,7 +213,9 @@ class Planner {
         }
       }
       // Not rename_all: these run before anything is placed, on every key.
-      std::unordered_map<std::string, size_t> taken;
+      // Names of plan_.names not renamed here, and of `proposed`: both stay as they are while it lives.
+    std::unordered_map<std::string_view, size_t> taken;
+    taken.reserve(inputs_.size());
       for (size_t i = 0; i < inputs_.size(); ++i) {
         if (alive(i) && proposed[i].empty()) taken.emplace(plan_.names[i], i);
       }
@@ -232,34 +243,37 @@ class Planner {
       if (!in_model) removable.push_back(w);
     }
     std::vector<std::string> proposed(inputs_.size());
-    std::map<std::string, std::vector<size_t>> by_rule;  // the rule names the segments removed
+    std::map<std::string, std::vector<size_t>> by_removed;  // the segments removed ("module.") -> inputs
+    std::string out, removed;
+    std::vector<bool> named(removable.size());
     for (size_t i = 0; i < inputs_.size(); ++i) {
       if (!open(i)) continue;
       if (std::none_of(removable.begin(), removable.end(),
                        [&](std::string_view w) { return has_segment(plan_.names[i], w); })) {
         continue;
       }
-      std::string out, removed;
-      std::vector<bool> named(removable.size(), false);  // each removed segment named once, in order
-      for (std::string_view s : segments(plan_.names[i])) {
+      out.clear();
+      removed.clear();
+      std::fill(named.begin(), named.end(), false);  // each removed segment named once, in order
+      for_each_segment(plan_.names[i], [&](std::string_view s) {
         const auto w = std::find(removable.begin(), removable.end(), s);
         if (w != removable.end()) {
-          if (!named[static_cast<size_t>(w - removable.begin())]) removed += std::string(s) + ".";
+          if (!named[static_cast<size_t>(w - removable.begin())]) removed.append(s) += '.';
           named[static_cast<size_t>(w - removable.begin())] = true;
-          continue;
+          return;
         }
         if (!out.empty()) out += '.';
         out += s;
-      }
+      });
       if (!removed.empty() && !out.empty()) {
         proposed[i] = out;
-        by_rule["wrapper segment '" + removed + "'"].push_back(i);
+        by_removed[removed].push_back(i);
       }
     }
-    for (const auto& [rule, members] : by_rule) {
+    for (const auto& [segments_removed, members] : by_removed) {
       std::vector<std::string> one(inputs_.size());
-      for (size_t i : members) one[i] = proposed[i];
-      rename_all(one, rule, true);
+      for (size_t i : members) one[i] = std::move(proposed[i]);
+      rename_all(one, "wrapper segment '" + segments_removed + "'", true);
     }
   }
 

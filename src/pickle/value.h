@@ -13,7 +13,6 @@
 #pragma once
 
 #include <cstdint>
-#include <deque>
 #include <memory>
 #include <string>
 #include <string_view>
@@ -190,10 +189,15 @@ class ValueGraph {
     if (!free_.empty()) {
       v = free_.back();
       free_.pop_back();
-    } else {
-      v = &values_.emplace_back();
+      v->reset(kind);
+      return v;
     }
-    v->reset(kind);
+    if (chunks_.empty() || used_in_last_ == kChunk) {
+      chunks_.push_back(std::make_unique<Value[]>(kChunk));
+      used_in_last_ = 0;
+    }
+    v = &chunks_.back()[used_in_last_++];  // as Value() made it: nothing to reset
+    v->kind = kind;
     return v;
   }
   Value* make_none() { return make(ValueKind::kNone); }
@@ -231,19 +235,28 @@ class ValueGraph {
     free_.push_back(v);
   }
   /// Values made and not freed.
-  size_t size() const { return values_.size() - free_.size(); }
+  size_t size() const { return made() - free_.size(); }
 
   /// Visits every value not freed, in creation order (the order the pickle
   /// made them, where no slot was reused).
   template <typename F>
   void for_each(F&& f) {
-    for (Value& v : values_) {
-      if (!v.freed) f(v);
+    for (size_t c = 0; c < chunks_.size(); ++c) {
+      const size_t used = c + 1 == chunks_.size() ? used_in_last_ : kChunk;
+      for (size_t i = 0; i < used; ++i) {
+        if (!chunks_[c][i].freed) f(chunks_[c][i]);
+      }
     }
   }
 
  private:
-  std::deque<Value> values_;
+  // Values are made in chunks (one allocation for many, addresses stable):
+  // a state dict of 100,000 tensors has about 1.5 million of them.
+  static constexpr size_t kChunk = 1024;
+  size_t made() const { return chunks_.empty() ? 0 : (chunks_.size() - 1) * kChunk + used_in_last_; }
+
+  std::vector<std::unique_ptr<Value[]>> chunks_;
+  size_t used_in_last_ = 0;
   std::vector<Value*> free_;
 };
 

@@ -1,6 +1,7 @@
 #include "verify/verify_written.h"
 
 #include <chrono>
+#include <string_view>
 #include <unordered_map>
 
 #include "ckptfix/error.h"
@@ -17,7 +18,8 @@ Error mismatch(const std::string& where, const std::string& message) { return ve
 
 // The tensors read back must be the tensors the passes intended.
 void compare_tensors(const Checkpoint& intended, const Checkpoint& back, const SaveResult& written, VerifyReport& report) {
-  std::unordered_map<size_t, std::string> output_key;
+  std::unordered_map<size_t, std::string_view> output_key;  // keys kept by `written`
+  output_key.reserve(written.storages.size());
   for (const WrittenStorage& w : written.storages) output_key[w.storage] = w.key;
   const auto want = intended.tensor_positions();
   const auto got = back.tensor_positions();
@@ -26,14 +28,15 @@ void compare_tensors(const Checkpoint& intended, const Checkpoint& back, const S
                                    std::to_string(want.size()) + " were written");
   }
   for (size_t i = 0; i < want.size(); ++i) {
-    const std::string where = "key '" + path_to_string(want[i].path) + "'";
+    // Named only when it differs (a file may have 100,000 tensors).
+    const auto where = [&] { return "key '" + path_to_string(want[i].path) + "'"; };
     if (want[i].path != got[i].path) {
-      throw mismatch(where, "tensor position " + std::to_string(i) + " reads back as '" + path_to_string(got[i].path) + "'");
+      throw mismatch(where(), "tensor position " + std::to_string(i) + " reads back as '" + path_to_string(got[i].path) + "'");
     }
     const Tensor& a = impl_of(intended).tensors[want[i].tensor];
     const Tensor& b = impl_of(back).tensors[got[i].tensor];
     auto differ = [&](const std::string& what, const std::string& expected, const std::string& found) {
-      throw mismatch(where, what + " " + expected + " expected, " + found + " found");
+      throw mismatch(where(), what + " " + expected + " expected, " + found + " found");
     };
     if ((a.kind == TensorKind::kMeta) != (b.kind == TensorKind::kMeta)) {
       differ("meta tensor", a.kind == TensorKind::kMeta ? "yes" : "no", b.kind == TensorKind::kMeta ? "yes" : "no");
@@ -57,8 +60,8 @@ void compare_tensors(const Checkpoint& intended, const Checkpoint& back, const S
     if (a.requires_grad != b.requires_grad) differ("requires_grad", a.requires_grad ? "True" : "False", b.requires_grad ? "True" : "False");
     if (a.parameter != b.parameter) differ("Parameter", a.parameter ? "yes" : "no", b.parameter ? "yes" : "no");
     if (sa.location != sb.location) differ("device", "'" + sa.location + "'", "'" + sb.location + "'");
-    const std::string& key = output_key[static_cast<size_t>(a.storage)];
-    if (key != sb.key) differ("storage", "'" + key + "'", "'" + sb.key + "'");  // sharing
+    const std::string_view key = output_key[static_cast<size_t>(a.storage)];
+    if (key != sb.key) differ("storage", "'" + std::string(key) + "'", "'" + sb.key + "'");  // sharing
     if (sa.output_nbytes() != sb.nbytes) {
       differ("storage size", std::to_string(sa.output_nbytes()) + " bytes", std::to_string(sb.nbytes) + " bytes");
     }
@@ -112,7 +115,8 @@ void check_written_records(const std::vector<ZipEntry>& entries, const SaveResul
                            VerifyReport& report) {
   auto in_zip = [&](const std::string& where) { return what.empty() ? where : what + ": " + where; };
   // Each storage record is loaded on the device as its dtype.
-  std::unordered_map<std::string, DType> storage_dtypes;
+  std::unordered_map<std::string_view, DType> storage_dtypes;  // names kept by `written`
+  storage_dtypes.reserve(written.storages.size());
   for (const WrittenStorage& s : written.storages) {
     storage_dtypes.emplace(s.record, intended.storages[s.storage].output_dtype());
   }
@@ -144,7 +148,8 @@ void check_written_records(const std::vector<ZipEntry>& entries, const SaveResul
     const auto storage = storage_dtypes.find(r.name);
     const bool is_storage = storage != storage_dtypes.end();
     if (!r.read_back) {
-      readback.check(in_zip(r.name), base + r.data_offset, r.size, r.crc32,
+      const std::string within = what.empty() ? std::string() : in_zip(r.name);  // no copy of every name
+      readback.check(what.empty() ? r.name : within, base + r.data_offset, r.size, r.crc32,
                      r.has_hash ? std::optional(r.hash) : std::nullopt,
                      is_storage ? std::optional(storage->second) : std::nullopt);
     }

@@ -57,7 +57,8 @@ void ZipWriter::begin(const std::string& name, uint64_t size, std::optional<Phas
 
   // The local zip64 extra mirrors miniz: usize and a zero csize (the real
   // sizes are in the descriptor and central directory).
-  std::string extra;
+  std::string& extra = extra_;  // buffers kept from record to record: a file may have 100,000
+  extra.clear();
   const bool big = size >= k32, far = rec.header_offset >= k32;
   if (big || far) {
     append_le<uint16_t>(extra, 0x0001);
@@ -79,7 +80,8 @@ void ZipWriter::begin(const std::string& name, uint64_t size, std::optional<Phas
   append_le<uint16_t>(extra, static_cast<uint16_t>(pad));
   extra.append(pad, 'Z');
 
-  std::string header;
+  std::string& header = header_;
+  header.clear();
   append_le<uint32_t>(header, kZipLocalHeaderSig);
   append_le<uint16_t>(header, 0);  // version needed (miniz: 0 for stored)
   append_le<uint16_t>(header, size ? kFlagsWithDescriptor : kFlagsNoDescriptor);
@@ -145,7 +147,8 @@ void ZipWriter::end(std::optional<uint32_t> crc) {
   rec.crc32 = crc.value_or(crc_);
   in_record_ = false;
   if (rec.size == 0) return;  // miniz writes no descriptor for empty records
-  std::string desc;
+  std::string& desc = header_;
+  desc.clear();
   append_le<uint32_t>(desc, kZipDescriptorSig);
   append_le<uint32_t>(desc, rec.crc32);
   if (rec.size >= k32 || rec.header_offset >= k32) {

@@ -91,6 +91,7 @@ class ZipWriter {
   bool direct_in_record_ = false;
   uint64_t written_in_record_ = 0;
   uint32_t crc_ = 0;
+  std::string extra_, header_;  // begin()'s and end()'s, reused
 };
 
 }  // namespace ckptfix
