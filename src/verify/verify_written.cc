@@ -61,7 +61,7 @@ void compare_tensors(const Checkpoint& intended, const Checkpoint& back, const S
     if (a.parameter != b.parameter) differ("Parameter", a.parameter ? "yes" : "no", b.parameter ? "yes" : "no");
     if (sa.location != sb.location) differ("device", "'" + sa.location + "'", "'" + sb.location + "'");
     const std::string_view key = output_key[static_cast<size_t>(a.storage)];
-    if (key != sb.key) differ("storage", "'" + std::string(key) + "'", "'" + sb.key + "'");  // sharing
+    if (key != sb.key) differ("storage", std::string("'").append(key).append("'"), "'" + sb.key + "'");  // sharing
     if (sa.output_nbytes() != sb.nbytes) {
       differ("storage size", std::to_string(sa.output_nbytes()) + " bytes", std::to_string(sb.nbytes) + " bytes");
     }

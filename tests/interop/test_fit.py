@@ -420,6 +420,32 @@ class FitTest(support.ScratchDirTest):
         self.assertEqual(os.listdir(os.path.dirname(out)).count("refused.pt"), 0)
         return [l[len("ckptfix:   "):] for l in proc.stderr.splitlines() if l.startswith("ckptfix:   ")], proc
 
+    def test_a_bad_input_or_reference_is_named_whichever_is_read_first(self):
+        # fix --like opens the input while it reads the reference: each
+        # error is still the one the file has, the reference's first.
+        model = seeded(Net)
+        good = self.save("dp.pt", nn.DataParallel(model).state_dict())
+        reference = self.reference(seeded(Net))
+        cut = self.path("cut.pt")
+        with open(good, "rb") as f:
+            data = f.read()
+        with open(cut, "wb") as f:
+            f.write(data[: len(data) // 2])
+        out = self.path("out.pt")
+        for name, source, ref, named in [("bad input", cut, reference, cut), ("bad reference", good, cut, cut),
+                                         ("both bad", cut, self.path("absent.pt"), self.path("absent.pt"))]:
+            with self.subTest(name):
+                proc = support.run("fix", "--like", ref, source, "-o", out, check=1)
+                errors = [line for line in proc.stderr.splitlines() if line.startswith("ckptfix: error")]
+                self.assertEqual(len(errors), 1, proc.stderr)
+                self.assertIn(named, errors[0])
+                self.assertFalse(os.path.exists(out))
+        with self.subTest("several inputs, each read as usual"):
+            proc = support.run("fix", "--like", reference, good, cut, "--out-dir", self.path("outs"), check=1)
+            self.assertTrue(os.path.exists(os.path.join(self.path("outs"), "dp.pt")))
+            self.assertFalse(os.path.exists(os.path.join(self.path("outs"), "cut.pt")))
+            self.assertIn(cut, proc.stderr)
+
     def test_ambiguity_is_refused_naming_every_candidate(self):
         target = nn.Module()
         target.a = nn.Sequential(collections.OrderedDict(x=nn.Linear(4, 4)))
