@@ -94,7 +94,8 @@ class ByteChecker {
   void updated(uint64_t bytes);                // compares what came back, reports progress
   void compare(bool wait);
 
-  std::unique_ptr<Running> running_;
+  std::unique_ptr<Running> running_;  // reused from record to record
+  bool running_active_ = false;       // between begin() and finish()
   GpuReport& gpu_report_;
   std::unique_ptr<LoadTest> load_test_;
   std::deque<Expected> expected_;
@@ -169,6 +170,7 @@ class ReadBack {
   GpuReport gpu_;
   ByteChecker checker_;
   std::atomic<uint64_t> bytes_{0};  // added to by the worker's check() and this thread's add_checked()
+  std::atomic<uint64_t> seen_size_{0};  // the file's size when check() last asked
 };
 
 }  // namespace ckptfix

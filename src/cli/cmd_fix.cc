@@ -6,6 +6,7 @@
 
 #include "ckptfix/error.h"
 #include "cli/commands.h"
+#include "cli/disposal.h"
 #include "cli/like_options.h"
 #include "cli/read_ahead.h"
 #include "cli/report.h"
@@ -51,7 +52,9 @@ CommandRun register_fix(CLI::App& app) {
       print_error(e);
       return exit_code_for(e);
     }
-    return run_rewrite("fix", args->out, passes, input ? input->reader() : InputReader{});
+    const int code = run_rewrite("fix", args->out, passes, input ? input->reader() : InputReader{});
+    if (passes.like) dispose_of(std::move(passes.like));  // a model of 100,000 keys takes a while to free
+    return code;
   };
 }
 

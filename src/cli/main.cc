@@ -7,6 +7,7 @@
 #include <CLI/CLI.hpp>
 
 #include "cli/commands.h"
+#include "cli/disposal.h"
 #include "cli/report.h"
 #include "cli/suggestions.h"
 
@@ -160,7 +161,8 @@ int main(int argc, char** argv) {
   // line, so that nothing ever ends in std::terminate (exit 134).
   try {
     for (auto& [name, run] : commands) {
-      if (app.get_subcommand(name)->parsed()) return run();
+      // What the command handed to disposal.h is left to the system.
+      if (app.get_subcommand(name)->parsed()) exit_now(run());
     }
   } catch (const std::exception& e) {
     print_error(e);

@@ -15,6 +15,7 @@
 #include "ckptfix/safetensors.h"
 #include "ckptfix/save.h"
 #include "ckptfix/verify.h"
+#include "cli/disposal.h"
 #include "cli/output_directories.h"
 #include "cli/report.h"
 #ifdef CKPTFIX_FAULT_INJECTION
@@ -733,6 +734,7 @@ int run_rewrite(const std::string& command, const RewriteArgs& args, const PassO
         o.err += "ckptfix: " + printable(written) + ": " + verified + "\n";
       }
       o.doc["status"] = status_name(o.status);
+      dispose_of(std::move(read_input.checkpoint));
     } catch (Error& e) {
       e.in_file(input.path);  // pass errors know the key but not the file
       return failed_with(o, failed_outcome(input, e));

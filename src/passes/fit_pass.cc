@@ -345,8 +345,8 @@ void fit_state_dict(Checkpoint& checkpoint, const PassOptions& options, PassRepo
     root->callable() = graph.make_global("collections", "OrderedDict");
     root->args() = graph.make_tuple({});
     impl.note_global("collections", "OrderedDict");
-    std::unordered_map<std::string, size_t> by_name;  // output key -> input, for the running_mean beside a made key
-    for (size_t i : order) by_name.emplace(plan.names[i], i);
+    // Output key -> input, for the running_mean beside a made key (made only if one is).
+    std::unordered_map<std::string_view, size_t> by_name;
     for (size_t r = 0; r < model.entries.size(); ++r) {
       const std::string& key = model.entries[r].key;
       const int64_t i = plan.source[r];
@@ -355,6 +355,9 @@ void fit_state_dict(Checkpoint& checkpoint, const PassOptions& options, PassRepo
                                                        : graph.make_str(plan.names[i]);
         root->entries().emplace_back(name, d.values[static_cast<size_t>(i)]);
       } else if (plan.made[r]) {
+        if (by_name.empty()) {
+          for (size_t k : order) by_name.emplace(plan.names[k], k);
+        }
         const std::string mean = key.substr(0, key.size() - std::string("num_batches_tracked").size()) + "running_mean";
         const auto it = by_name.find(mean);
         Value* tensor = make_batches_tracked(impl, it == by_name.end() ? nullptr : d.values[it->second]);

@@ -38,7 +38,8 @@ void check_written_records(const std::vector<ZipEntry>& entries, const SaveResul
 /// Error(kVerification) saying what differed (record, key, expected vs
 /// found), or Error(kGpu) when the GPU load test is required but cannot run.
 /// `inject_gpu_fault`: the test-only fault of the load test (load_test.h).
+/// `threads`: SaveOptions::threads; 1 keeps it on the caller's thread.
 VerifyReport verify_written(const std::filesystem::path& file, const Checkpoint& intended, const SaveResult& written,
-                            const VerifyOptions& options = {}, bool inject_gpu_fault = false);
+                            const VerifyOptions& options = {}, bool inject_gpu_fault = false, unsigned threads = 0);
 
 }  // namespace ckptfix
