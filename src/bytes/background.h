@@ -24,6 +24,8 @@ class Background {
   Background& operator=(const Background&) = delete;
 
   /// Queues `task`; its result (or exception) arrives through the future.
+  /// When the thread cannot be started (std::system_error), nothing is
+  /// queued: `task` is destroyed, unrun, as the exception leaves.
   template <typename F>
   auto run(F task) -> std::future<decltype(task())> {
     using R = decltype(task());
@@ -35,8 +37,8 @@ class Background {
     }
     {
       std::lock_guard<std::mutex> lock(mutex_);
+      if (!thread_.joinable()) thread_ = std::thread([this] { loop(); });  // first: a failure leaves nothing queued
       queue_.emplace_back([packaged] { (*packaged)(); });
-      if (!thread_.joinable()) thread_ = std::thread([this] { loop(); });
     }
     ready_.notify_one();
     return result;

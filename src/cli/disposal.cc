@@ -21,7 +21,7 @@ void dispose(std::function<void()> drop) {
   try {
     disposal_thread().run(std::move(drop));  // the future is not kept: nothing waits for a disposal
   } catch (const std::system_error&) {
-    drop();  // no thread to be had: here and now
+    // No thread to be had: the task, and what it held, went as run() threw.
   }
 }
 

@@ -214,8 +214,8 @@ class Planner {
       }
       // Not rename_all: these run before anything is placed, on every key.
       // Names of plan_.names not renamed here, and of `proposed`: both stay as they are while it lives.
-    std::unordered_map<std::string_view, size_t> taken;
-    taken.reserve(inputs_.size());
+      std::unordered_map<std::string_view, size_t> taken;
+      taken.reserve(inputs_.size());
       for (size_t i = 0; i < inputs_.size(); ++i) {
         if (alive(i) && proposed[i].empty()) taken.emplace(plan_.names[i], i);
       }
