@@ -283,7 +283,14 @@ void make_rebuild_call(ValueGraph& graph, Value& call, const std::vector<Storage
 
 void build_tensor_table(CheckpointImpl& impl) {
   // Pass 1: rebuild calls, in pickle order.
+  bool parameters = false;  // a global that makes one is in the graph
   impl.graph.for_each([&](Value& v) {
+    if (v.kind == ValueKind::kGlobal) {
+      parameters |= v.is_global("torch._utils", "_rebuild_parameter") ||
+                    v.is_global("torch._utils", "_rebuild_parameter_with_state");
+      return;
+    }
+    if (v.kind != ValueKind::kObject) return;  // the most of a graph, and no tensor
     Tensor t;
     if (!parse_rebuild(impl, v, t)) return;
     if (t.storage >= 0) {
@@ -294,6 +301,7 @@ void build_tensor_table(CheckpointImpl& impl) {
     impl.tensors.push_back(std::move(t));
   });
   // Pass 2: Parameters wrap a tensor; the Parameter is the tensor's position.
+  if (!parameters) return;
   impl.graph.for_each([&](Value& v) {
     if (!v.is_call_to("torch._utils", "_rebuild_parameter") &&
         !v.is_call_to("torch._utils", "_rebuild_parameter_with_state")) {

@@ -317,4 +317,19 @@ std::vector<GlobalUsage> reachable_global_usages(const Value* root) {
   return analysis.usages();
 }
 
+bool may_name_code(const ValueGraph& graph) {
+  // A state dict names a handful of globals, many times over when a pass
+  // made a value for each tensor: the last name judged is judged again free.
+  const Value* last = nullptr;
+  bool found = false;
+  graph.for_each([&](const Value& v) {
+    if (found || v.kind != ValueKind::kGlobal) return;
+    if (last != nullptr && v.text == last->text && v.name() == last->name()) return;
+    const GlobalKind kind = classify_global(v.text, v.name()).kind;
+    found = kind == GlobalKind::kUnknown || kind == GlobalKind::kFunction;
+    last = &v;
+  });
+  return found;
+}
+
 }  // namespace ckptfix

@@ -147,4 +147,10 @@ class CallAnalysis {
 /// them. Linear in the graph, iterative however deep it is.
 std::vector<GlobalUsage> reachable_global_usages(const Value* root);
 
+/// False when no global anywhere in `graph`, reachable or not, is a class
+/// ckptfix does not know or a function (GlobalKind::kUnknown, kFunction):
+/// then no pickle written from it can call code, and no analysis need be
+/// made. One pass over the values in memory order, cheaper than a walk.
+bool may_name_code(const ValueGraph& graph);
+
 }  // namespace ckptfix

@@ -248,6 +248,10 @@ class ValueGraph {
       }
     }
   }
+  template <typename F>
+  void for_each(F&& f) const {
+    const_cast<ValueGraph*>(this)->for_each([&](const Value& v) { f(v); });
+  }
 
  private:
   // Values are made in chunks (one allocation for many, addresses stable):

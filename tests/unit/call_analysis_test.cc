@@ -262,6 +262,27 @@ TEST(CallPolicy, AnEnumShapedCallSaysHowToTrustTheClass) {
                "function: trust the class with `allow_globals`)");
 }
 
+// The pass that lets a state dict skip the walk: any unknown class or
+// function anywhere in the graph, reachable or not, makes the walk happen.
+TEST(CallPolicy, OnlyAGraphOfKnownGlobalsSkipsTheAnalysis) {
+  auto graph_of = [](const PickleBytes& p, ValueGraph& graph) { unpickle(p.span(), graph); };
+  ValueGraph known, unknown, function, discarded;
+  graph_of(PickleBytes().proto().global("collections", "OrderedDict").raw(")R").stop(), known);
+  EXPECT_FALSE(may_name_code(known));
+  graph_of(PickleBytes().proto().global("mypkg", "Net").raw(")\x81").stop(), unknown);
+  EXPECT_TRUE(may_name_code(unknown));
+  graph_of(PickleBytes().proto().raw("]").global("torch._C._nn", "gelu").raw("a").stop(), function);
+  EXPECT_TRUE(may_name_code(function));
+  // After a known one and reached from nothing: still looked at.
+  graph_of(PickleBytes().proto().global("collections", "OrderedDict").raw(")R").stop(), discarded);
+  discarded.make_global("mypkg", "run");
+  EXPECT_TRUE(may_name_code(discarded));
+  // What is reported is the same either way: nothing for a graph of known globals.
+  const Checkpoint ck = checkpoint_holding(PickleBytes().global("collections", "OrderedDict").raw(")R").str());
+  const UnknownCalls calls = unknown_calls(ck, {});
+  EXPECT_TRUE(calls.refused.empty() && calls.trusted.empty() && calls.unknown.empty());
+}
+
 class SavePolicyTest : public test::TempDirTest {};
 
 TEST_F(SavePolicyTest, SaveRefusesBeforeWritingAnything) {
