@@ -49,6 +49,7 @@ class Writer {
       kOpcode,        // write `code`
       kMemoize,       // memoize `value` (written just before)
       kFinishTuple,   // close the tuple `value` whose items were written
+      kFinishLeafTuple,  // the same for a tuple that cannot reach itself (holds_only_leaves)
       kFinishObject,  // memoize the object `value`, then its APPENDS, SETITEMS and BUILDs
       kAppends,       // `value`'s items from `index` on, in batches
       kSetItems,      // `value`'s entries from `index` on, in batches
@@ -81,6 +82,7 @@ class Writer {
         case Task::Op::kOpcode: opcode(t.code); break;
         case Task::Op::kMemoize: memoize(t.value); break;
         case Task::Op::kFinishTuple: finish_tuple(t.value); break;
+        case Task::Op::kFinishLeafTuple: finish_leaf_tuple(t.value); break;
         case Task::Op::kFinishObject: finish_object(t.value); break;
         case Task::Op::kAppends: appends(t.value, t.index); break;
         case Task::Op::kSetItems: setitems(t.value, t.index); break;
@@ -237,8 +239,31 @@ class Writer {
     }
   }
 
+  // Kinds the writer never memoizes (as CPython's pickler does not): a
+  // value of these is written again wherever it is shared, so the memo
+  // need not be asked for it. A state dict's tensors hold five each.
+  static bool never_memoized(const Value& v) {
+    switch (v.kind) {
+      case ValueKind::kNone: case ValueKind::kBool: case ValueKind::kInt: case ValueKind::kBigInt:
+      case ValueKind::kFloat:
+        return true;
+      default:
+        return false;
+    }
+  }
+
+  // A tuple of such values and strings, globals and other things that
+  // refer to nothing (shapes, strides, torch's persistent ids) cannot reach
+  // itself: it needs no cycle bookkeeping.
+  static bool holds_only_leaves(const Value& tuple) {
+    for (const Value* item : tuple.items) {
+      if (!item->refers_to_nothing() && item->kind != ValueKind::kGlobal) return false;
+    }
+    return true;
+  }
+
   void save(Value* v) {
-    if (get_if_memoized(v)) return;
+    if (!never_memoized(*v) && get_if_memoized(v)) return;
     switch (v->kind) {
       case ValueKind::kNone: opcode(op::kNone); return;
       case ValueKind::kBool: opcode(v->boolean ? op::kNewTrue : op::kNewFalse); return;
@@ -315,6 +340,12 @@ class Writer {
       opcode(op::kEmptyTuple);  // CPython never memoizes the empty tuple
       return;
     }
+    if (holds_only_leaves(*v)) {
+      if (items.size() > 3) opcode(op::kMark);
+      push(Task::Op::kFinishLeafTuple, v);
+      for (size_t k = items.size(); k-- > 0;) push(Task::Op::kSave, items[k]);
+      return;
+    }
     if (!in_progress_.insert(v)) refuse("a tuple contains itself, which protocol 2 cannot express");
     if (items.size() > 3) opcode(op::kMark);
     push(Task::Op::kFinishTuple, v);
@@ -328,6 +359,10 @@ class Writer {
       // were being written; CPython then discards the copy. Reject instead.
       refuse("a tuple is reachable from its own items, which is not supported");
     }
+    finish_leaf_tuple(v);
+  }
+
+  void finish_leaf_tuple(Value* v) {
     static constexpr uint8_t kSmall[] = {0, op::kTuple1, op::kTuple2, op::kTuple3};
     const size_t n = v->items.size();
     opcode(n <= 3 ? kSmall[n] : op::kTuple);

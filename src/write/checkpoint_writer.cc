@@ -37,10 +37,19 @@ struct PickledObject {
 PickledObject pickle_value(const CheckpointImpl& impl, Value* root, bool libtorch_pickle, const std::string& location) {
   PickledObject out;
   const auto& storages = impl.storages;
-  // Keyed by storage index, holding only the storages `root` reaches: a
-  // distributed checkpoint pickles each of many values apart (dcp_writer.cc),
-  // and tables the size of the checkpoint would make that quadratic.
-  std::unordered_map<size_t, int64_t> output_key;
+  // Each storage's output key, and the value that spells it. A distributed
+  // checkpoint pickles each of many values apart (dcp_writer.cc), and a
+  // table the size of the checkpoint for each would make that quadratic:
+  // those keep only the storages they reach. The whole checkpoint, pickled
+  // once, has a table (two hash lookups for each of 100,000 storages were a
+  // tenth of the pickling).
+  struct OutputKey {
+    int64_t key = -1;  ///< -1: not reached yet
+    Value* text = nullptr;
+  };
+  const bool whole = root == impl.root;
+  std::vector<OutputKey> dense(whole ? storages.size() : 0);
+  std::unordered_map<size_t, OutputKey> sparse;
   // Values built for persistent ids live here, apart from the input graph.
   // Reusing one Value per distinct string or class lets the pickler refer
   // back to it (BINGET), as CPython does for the objects torch passes it
@@ -49,12 +58,19 @@ PickledObject pickle_value(const CheckpointImpl& impl, Value* root, bool libtorc
   ValueGraph scratch;
   Value* storage_tag = scratch.make_str("storage");
   std::unordered_map<std::string, Value*> classes, locations;
-  std::unordered_map<size_t, Value*> keys;
   auto cached = [&](std::unordered_map<std::string, Value*>& cache, const std::string& text, auto make) {
     auto it = cache.find(text);
     if (it == cache.end()) it = cache.emplace(text, make()).first;
     return it->second;
   };
+  // The class and location of the storage before, which the next one most
+  // often shares (a state dict of float32 tensors on one device).
+  struct LastClass {
+    DType dtype = DType::kUntyped;
+    bool untyped = false;
+    Value* value = nullptr;
+  } last_class;
+  Value* last_location = nullptr;
 
   // torch's location_tag builds "cuda:0" (any "backend:index") anew for
   // every storage, so CPython's pickler, which memoizes by identity, writes
@@ -63,22 +79,14 @@ PickledObject pickle_value(const CheckpointImpl& impl, Value* root, bool libtorc
   // memoizes strings by value, every location included.
   auto location_value = [&](const std::string& location) {
     if (!libtorch_pickle && location.find(':') != std::string::npos) return scratch.make_str(location);
-    return cached(locations, location, [&] { return scratch.make_str(location); });
+    if (last_location != nullptr && last_location->text == location) return last_location;
+    return last_location = cached(locations, location, [&] { return scratch.make_str(location); });
   };
 
-  PickleWriterOptions options;
-  options.libtorch = libtorch_pickle;
-  options.persistent_id = [&](const Value& v, const std::function<void(Value*)>& save) {
-    if (v.storage < 0) {
-      throw Error(ErrorKind::kUnsupported,
-                  "the pickle has a persistent id that is not a torch storage; torch's zip loader cannot read it");
+  auto class_value = [&](const Storage& s, DType dtype) {
+    if (last_class.value != nullptr && last_class.dtype == dtype && last_class.untyped == s.untyped) {
+      return last_class.value;
     }
-    const size_t index = static_cast<size_t>(v.storage);
-    if (output_key.emplace(index, static_cast<int64_t>(out.storage_order.size())).second) {
-      out.storage_order.push_back(index);
-    }
-    const Storage& s = storages[index];
-    const DType dtype = s.output_dtype();
     // torch pickles its storage classes by their real module:
     // torch.FloatStorage is torch.FloatStorage, UntypedStorage lives in
     // torch.storage. LibTorch's unpickler knows no UntypedStorage but reads
@@ -102,14 +110,31 @@ PickledObject pickle_value(const CheckpointImpl& impl, Value* root, bool libtorc
                                              "), which Python's torch has no class for; it can only be "
                                              "written for LibTorch's unpickler"));
     }
-    const uint64_t numel = s.untyped && !libtorch_pickle ? s.output_nbytes() : s.output_nbytes() / element_size(dtype);
-    Value*& key = keys[index];
-    if (key == nullptr) key = scratch.make_str(std::to_string(output_key.at(index)));
     const std::string& cls = *class_name;
-    Value* pid = scratch.make_tuple(
-        {storage_tag, cached(classes, cls, [&] { return scratch.make_global(class_module, cls); }), key,
-         location_value(location.empty() ? s.location : location),
-         scratch.make_int(static_cast<int64_t>(numel))});
+    last_class = {dtype, s.untyped, cached(classes, cls, [&] { return scratch.make_global(class_module, cls); })};
+    return last_class.value;
+  };
+
+  PickleWriterOptions options;
+  options.libtorch = libtorch_pickle;
+  options.persistent_id = [&](const Value& v, const std::function<void(Value*)>& save) {
+    if (v.storage < 0) {
+      throw Error(ErrorKind::kUnsupported,
+                  "the pickle has a persistent id that is not a torch storage; torch's zip loader cannot read it");
+    }
+    const size_t index = static_cast<size_t>(v.storage);
+    OutputKey& key = whole ? dense[index] : sparse[index];
+    if (key.key < 0) {
+      key.key = static_cast<int64_t>(out.storage_order.size());
+      out.storage_order.push_back(index);
+    }
+    const Storage& s = storages[index];
+    const DType dtype = s.output_dtype();
+    Value* cls = class_value(s, dtype);
+    const uint64_t numel = s.untyped && !libtorch_pickle ? s.output_nbytes() : s.output_nbytes() / element_size(dtype);
+    if (key.text == nullptr) key.text = scratch.make_str(std::to_string(key.key));
+    Value* pid = scratch.make_tuple({storage_tag, cls, key.text, location_value(location.empty() ? s.location : location),
+                                     scratch.make_int(static_cast<int64_t>(numel))});
     save(pid);
   };
   out.bytes = pickle_protocol2(root, options);

@@ -299,6 +299,23 @@ TEST(Pickler, WritesCPythonProtocol2Bytes) {
   EXPECT_EQ(pickle_protocol2(root), cpython);
 }
 
+TEST(Pickler, WritesSharedTuplesOfPlainValuesAsCPython) {
+  // x = (1, 2.5, None, True, 'a', 2**70, collections.OrderedDict); [x, x, (x,), (1, 1)]:
+  // a tuple of values that refer to nothing is memoized once and got back;
+  // numbers are written again each time, as CPython writes them.
+  const std::string cpython =
+      "\x80\x02]q\x00((K\x01G@\x04\x00\x00\x00\x00\x00\x00N\x88X\x01\x00\x00\x00"s
+      "aq\x01\x8a\t\x00\x00\x00\x00\x00\x00\x00\x00@ccollections\nOrderedDict\nq\x02tq\x03h\x03h\x03\x85q\x04"s
+      "K\x01K\x01\x86q\x05"s "e."s;
+  ValueGraph graph;
+  Value* root = parse(graph, cpython);
+  EXPECT_EQ(pickle_protocol2(root), cpython);
+  // One int value shared by a tuple's places is still written at each.
+  Value* one = graph.make_int(1);
+  Value* pair = graph.make_tuple({one, one});
+  EXPECT_EQ(pickle_protocol2(pair), "\x80\x02K\x01K\x01\x86q\x00."s);
+}
+
 TEST(Pickler, RejectsATupleThatContainsItself) {
   ValueGraph graph;
   Value* t = graph.make_tuple({});
