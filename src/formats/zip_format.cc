@@ -162,8 +162,9 @@ void read_zip_checkpoint(CheckpointImpl& impl) {
   }
   mapped.check_intact();
 
+  std::string name;  // one buffer for every storage's record name
   build_storage_table(impl, [&](const std::string& key) {
-    const std::string name = root + "data/" + key;
+    name.assign(root).append("data/").append(key);
     const ZipEntry* entry = zip.find(name);
     if (entry == nullptr) {
       throw Error(ErrorKind::kCorrupt, "storage '" + key + "' is used by the pickle but record '" + name +

@@ -199,6 +199,9 @@ std::optional<StoragePid> parse_storage_pid(const Value& pid) {
 
 void build_storage_table(CheckpointImpl& impl, const std::function<LocatedData(const std::string&)>& locate) {
   std::unordered_map<std::string, int32_t> by_key;
+  // The storage class before, which the next one most often shares.
+  std::string last_class;
+  std::optional<DType> last_dtype;
   impl.graph.for_each([&](Value& v) {
     if (v.kind != ValueKind::kPersistentId || v.pid() == nullptr) return;
     std::optional<StoragePid> pid = parse_storage_pid(*v.pid());
@@ -226,11 +229,16 @@ void build_storage_table(CheckpointImpl& impl, const std::function<LocatedData(c
     s.key = pid->key;
     s.location = pid->location;
     s.numel = pid->numel;
-    if (pid->class_name == "UntypedStorage") {
+    if (pid->class_name != last_class || !last_dtype) {
+      last_dtype = pid->class_name == "UntypedStorage" ? std::optional(DType::kUntyped)
+                                                       : dtype_from_storage_class(pid->class_name);
+      last_class = pid->class_name;
+    }
+    if (last_dtype == DType::kUntyped) {
       s.untyped = true;
       s.dtype = DType::kUntyped;
-    } else if (auto d = dtype_from_storage_class(pid->class_name)) {
-      s.dtype = *d;
+    } else if (last_dtype) {
+      s.dtype = *last_dtype;
     } else {
       throw Error(ErrorKind::kUnsupported, "storage '" + pid->key + "' has unknown storage class '" +
                                                pid->class_module + "." + pid->class_name + "'");
