@@ -563,7 +563,7 @@ int run_rewrite(const std::string& command, const RewriteArgs& args, const PassO
       };
       ReadInput read_input = read_as_given(o);
       Checkpoint& checkpoint = read_input.checkpoint;
-      const PassReport report = apply_passes(checkpoint, *valid_passes);
+      PassReport report = apply_passes(checkpoint, *valid_passes);
       // The JSON of every change is printed only with --json; a fit of
       // 100,000 keys made it a few percent of the rewrite's time.
       auto changes = [&](const SaveResult* saved) {
@@ -703,11 +703,12 @@ int run_rewrite(const std::string& command, const RewriteArgs& args, const PassO
           if (!saved.verifications.empty()) verification = saved.verifications.back();
           shard_count = saved.files.size() > 1 ? saved.files.size() - 1 : 0;
         } else {
-          const SaveResult saved = save_output(checkpoint, output, options);
+          SaveResult saved = save_output(checkpoint, output, options);
           o.doc["changes"] = changes(&saved);
           lines = describe(report, &saved);
           bytes = saved.bytes;
           verification = saved.verification;
+          dispose_of(std::move(saved));  // a record and a storage per tensor
         }
         const size_t first = safetensors || torch_shards || dcp ? 1 : 0;  // after the line saying what it is
         lines.insert(lines.begin() + first, read_input.lines.begin(), read_input.lines.end());
@@ -735,6 +736,7 @@ int run_rewrite(const std::string& command, const RewriteArgs& args, const PassO
       }
       o.doc["status"] = status_name(o.status);
       dispose_of(std::move(read_input.checkpoint));
+      dispose_of(std::move(report));  // a fit's: every key moved
     } catch (Error& e) {
       e.in_file(input.path);  // pass errors know the key but not the file
       return failed_with(o, failed_outcome(input, e));
