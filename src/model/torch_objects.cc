@@ -230,8 +230,7 @@ void build_storage_table(CheckpointImpl& impl, const std::function<LocatedData(c
     s.location = pid->location;
     s.numel = pid->numel;
     if (pid->class_name != last_class || !last_dtype) {
-      last_dtype = pid->class_name == "UntypedStorage" ? std::optional(DType::kUntyped)
-                                                       : dtype_from_storage_class(pid->class_name);
+      last_dtype = dtype_from_storage_class(pid->class_name);  // UntypedStorage: DType::kUntyped
       last_class = pid->class_name;
     }
     if (last_dtype == DType::kUntyped) {
