@@ -8,7 +8,7 @@
 
 #include "ckptfix/error.h"
 #include "model/graph_walk.h"
-#include "pickle/pointer_set.h"
+#include "pickle/value_map.h"
 
 namespace ckptfix {
 
@@ -47,7 +47,7 @@ void read_in_left_payloads(const Checkpoint& checkpoint) {
 }
 
 void read_in_payloads(CheckpointImpl& checkpoint, const std::unordered_set<const Value*>& keep) {
-  PointerSet<Value> seen;
+  ValueSet seen;
   std::vector<Value*> stack;
   auto push = [&](Value* v) {
     // A leaf has no parts, so no payload left in the file.

@@ -1,5 +1,6 @@
 #include "model/torch_objects.h"
 
+#include <algorithm>
 #include <unordered_map>
 
 #include "ckptfix/error.h"
@@ -197,8 +198,24 @@ std::optional<StoragePid> parse_storage_pid(const Value& pid) {
   return out;
 }
 
+std::optional<uint32_t> storage_number(std::string_view key, size_t bound) {
+  if (key.empty() || key.size() > 9 || (key.size() > 1 && key[0] == '0')) return std::nullopt;
+  uint32_t n = 0;
+  for (const char c : key) {
+    if (c < '0' || c > '9') return std::nullopt;
+    n = n * 10 + static_cast<uint32_t>(c - '0');
+  }
+  if (n >= bound) return std::nullopt;
+  return n;
+}
+
 void build_storage_table(CheckpointImpl& impl, const std::function<LocatedData(const std::string&)>& locate) {
+  // Storages seen, by key: torch's numbered keys in a table (a storage
+  // needs a value of the graph, so their numbers stay below its size),
+  // any other key in a map. A hash per storage was most of this pass.
+  std::vector<int32_t> by_number;
   std::unordered_map<std::string, int32_t> by_key;
+  const size_t number_bound = impl.graph.size();
   // The storage class before, which the next one most often shares.
   std::string last_class;
   std::optional<DType> last_dtype;
@@ -211,13 +228,27 @@ void build_storage_table(CheckpointImpl& impl, const std::function<LocatedData(c
                                                "' is a storage view (saved by torch < 0.4), which is not supported; "
                                                "re-save the checkpoint with a newer torch");
     }
-    auto [it, inserted] = by_key.emplace(pid->key, static_cast<int32_t>(impl.storages.size()));
-    if (!inserted) {
-      const Storage& s = impl.storages[static_cast<size_t>(it->second)];
+    const auto index = static_cast<int32_t>(impl.storages.size());
+    int32_t* seen = nullptr;
+    if (const std::optional<uint32_t> number = storage_number(pid->key, number_bound)) {
+      if (*number >= by_number.size()) {
+        by_number.resize(std::min(number_bound, std::max<size_t>(*number + 1, by_number.size() * 2)), -1);
+      }
+      seen = &by_number[*number];
+      if (*seen < 0) {
+        *seen = index;
+        seen = nullptr;
+      }
+    } else {
+      auto [it, inserted] = by_key.emplace(pid->key, index);
+      if (!inserted) seen = &it->second;
+    }
+    if (seen != nullptr) {
+      const Storage& s = impl.storages[static_cast<size_t>(*seen)];
       if (s.numel != pid->numel || s.location != pid->location) {
         throw corrupt("storage '" + pid->key + "' is described twice with different sizes or locations");
       }
-      v.storage = it->second;
+      v.storage = *seen;
       return;
     }
     if (impl.storages.size() >= impl.limits.max_storages) {
@@ -255,7 +286,7 @@ void build_storage_table(CheckpointImpl& impl, const std::function<LocatedData(c
     }
     s.source = std::move(data.source);
     impl.storages.push_back(std::move(s));
-    v.storage = it->second;
+    v.storage = index;
   });
 }
 

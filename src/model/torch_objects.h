@@ -6,6 +6,7 @@
 #include <functional>
 #include <optional>
 #include <string>
+#include <string_view>
 
 #include "model/checkpoint_impl.h"
 
@@ -31,6 +32,12 @@ std::optional<StoragePid> parse_storage_pid(const Value& pid);
 /// class's dtype (1 for UntypedStorage), or 1 for a class no dtype has
 /// (the storage table refuses those; readers sizing records before it use this).
 uint32_t storage_element_size(const StoragePid& pid);
+
+/// torch names its storages "0", "1", ... in the order it meets them: for
+/// such a key (decimal, no leading zero) below `bound`, its number, so that
+/// tables of storages and of their records can be indexed by it instead of
+/// hashed; nullopt for any other key (looked up by name as before).
+std::optional<uint32_t> storage_number(std::string_view key, size_t bound);
 
 /// Where a storage's data is and how many bytes are actually there.
 struct LocatedData {

@@ -270,7 +270,7 @@ void CallAnalysis::added(const Value& target, std::span<Value* const> values, Ad
 
 std::vector<GlobalUsage> reachable_global_usages(const Value* root) {
   CallAnalysis analysis;
-  PointerSet<Value> seen;
+  ValueSet seen;
   std::vector<const Value*> stack;
   auto push = [&](const Value* v) {
     // A leaf names no global and makes no object: nothing to analyse.

@@ -49,7 +49,7 @@
 #include <vector>
 
 #include "ckptfix/globals.h"
-#include "pickle/pointer_set.h"
+#include "pickle/value_map.h"
 #include "pickle/value.h"
 
 namespace ckptfix {

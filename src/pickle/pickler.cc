@@ -6,8 +6,8 @@
 #include "io/bytes.h"
 #include "pickle/global_names.h"
 #include "pickle/opcodes.h"
-#include "pickle/pointer_set.h"
 #include "pickle/text_codecs.h"
+#include "pickle/value_map.h"
 
 namespace ckptfix {
 namespace {
@@ -403,7 +403,7 @@ class Writer {
   std::string out_;
   std::vector<Task> tasks_;
   size_t nesting_ = 0;  // save_all calls under way: the root, and persistent ids' values within it
-  PointerMap<Value, uint64_t> memo_;
+  ValueMap<uint64_t> memo_;
   PointerSet<Value> in_progress_;
 };
 

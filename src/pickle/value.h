@@ -79,7 +79,7 @@ struct ValueParts {
   uint64_t op_offset = kNoOffset;
 };
 
-/// One value of the graph (88 bytes; dicts, globals, objects, persistent
+/// One value of the graph (88 bytes, its serial in what would be padding; dicts, globals, objects, persistent
 /// ids and payloads left in the input file own a ValueParts besides). The accessors of the parts create them
 /// when written to; reading a part a value does not have gives an empty one.
 struct Value {
@@ -88,6 +88,12 @@ struct Value {
   bool freed = false;    ///< its slot is free for reuse (see ValueGraph::free)
   int32_t storage = -1;  ///< kPersistentId: index into the checkpoint's storages, when it is a torch storage
   uint32_t refs = 0;     ///< references held while the pickle is read (the reader frees a value that loses its last)
+  /// Its number in its graph, in the order values were made (a freed
+  /// slot's number goes with it to the value made there); kNoSerial for a
+  /// value made outside a graph. Tables keyed by values index by it
+  /// (pickle/value_map.h).
+  uint32_t serial = kNoSerial;
+  static constexpr uint32_t kNoSerial = ~uint32_t{0};
   union {
     int64_t integer = 0;  ///< kInt
     uint64_t float_bits;  ///< kFloat
@@ -174,6 +180,8 @@ struct Value {
   std::unique_ptr<ValueParts> parts_;
 };
 
+static_assert(sizeof(Value) == 88, "a state dict of 100,000 tensors has 1.5 million values: keep them small");
+
 /// Owns every Value of one pickle. Addresses stay valid for its lifetime.
 class ValueGraph {
  public:
@@ -196,7 +204,9 @@ class ValueGraph {
       chunks_.push_back(std::make_unique<Value[]>(kChunk));
       used_in_last_ = 0;
     }
+    const size_t serial = made();
     v = &chunks_.back()[used_in_last_++];  // as Value() made it: nothing to reset
+    if (serial < Value::kNoSerial) v->serial = static_cast<uint32_t>(serial);
     v->kind = kind;
     return v;
   }

@@ -24,9 +24,11 @@ Error mismatch(const std::string& where, const std::string& message) { return ve
 // intended.tensor_positions()).
 void compare_tensors(const Checkpoint& intended, const std::vector<TensorPosition>& want, const Checkpoint& back,
                      const SaveResult& written, VerifyReport& report) {
-  std::unordered_map<size_t, std::string_view> output_key;  // keys kept by `written`
-  output_key.reserve(written.storages.size());
-  for (const WrittenStorage& w : written.storages) output_key[w.storage] = w.key;
+  // The key each storage of `intended` was written under ("" where none).
+  std::vector<std::string_view> output_key(impl_of(intended).storages.size());
+  for (const WrittenStorage& w : written.storages) {
+    if (w.storage < output_key.size()) output_key[w.storage] = w.key;
+  }
   const auto got = back.tensor_positions();
   if (want.size() != got.size()) {
     throw mismatch("data.pkl", "the pickle read back has " + std::to_string(got.size()) + " tensor positions, " +
@@ -84,15 +86,14 @@ VerifyReport verify_written_file(const std::filesystem::path& path, const Checkp
   for (const SaveResult::Record& r : written.records) total += r.size;
   ReadBack readback(path.string(), options.gpu, options.progress, total, inject_gpu_fault);
   try {
-    auto file = InputFile::open(path);
-    ZipReader zip(file);
     // Beside the re-parse, on a second thread where the write may use one:
-    // the records' bytes read back, and where the tensors were meant to be.
-    // Neither needs the other; for 100,000 tensors each takes a good part
-    // of the re-parse's time.
+    // the archive's directory and records' bytes read back, and where the
+    // tensors were meant to be. Neither needs the other; for 100,000
+    // tensors each takes a good part of the re-parse's time.
     Background beside(threads == 1);
     std::vector<TensorPosition> want;
     std::future<void> records = beside.run([&] {
+      const ZipReader zip(InputFile::open(path));
       check_written_records(zip.entries(), written, impl_of(intended), 0, "", readback, report);
       want = intended.tensor_positions();
     });
@@ -137,11 +138,23 @@ void check_written_records(const std::vector<ZipEntry>& entries, const SaveResul
                            const CheckpointImpl& intended, uint64_t base, const std::string& what, ReadBack& readback,
                            VerifyReport& report) {
   auto in_zip = [&](const std::string& where) { return what.empty() ? where : what + ": " + where; };
-  // Each storage record is loaded on the device as its dtype.
-  std::unordered_map<std::string_view, DType> storage_dtypes;  // names kept by `written`
-  storage_dtypes.reserve(written.storages.size());
-  for (const WrittenStorage& s : written.storages) {
-    storage_dtypes.emplace(s.record, intended.storages[s.storage].output_dtype());
+  // Each storage record is loaded on the device as its dtype: the dtype of
+  // each record, none for data.pkl and the other small records. Storages
+  // are written in their order, which one pass follows; where it did not,
+  // they are found by name.
+  std::vector<std::optional<DType>> record_dtype(written.records.size());
+  auto dtype_of = [&](const WrittenStorage& s) { return intended.storages[s.storage].output_dtype(); };
+  size_t next = 0;
+  for (size_t i = 0; i < written.records.size() && next < written.storages.size(); ++i) {
+    if (written.records[i].name == written.storages[next].record) record_dtype[i] = dtype_of(written.storages[next++]);
+  }
+  if (next != written.storages.size()) {
+    std::unordered_map<std::string_view, DType> by_name;
+    for (const WrittenStorage& s : written.storages) by_name.emplace(s.record, dtype_of(s));
+    for (size_t i = 0; i < written.records.size(); ++i) {
+      const auto it = by_name.find(written.records[i].name);
+      record_dtype[i] = it == by_name.end() ? std::nullopt : std::optional(it->second);
+    }
   }
   // The archive: every record where it was written, aligned, with its CRC.
   if (entries.size() != written.records.size()) {
@@ -168,13 +181,11 @@ void check_written_records(const std::vector<ZipEntry>& entries, const SaveResul
     }
     // The bytes, read back through the page cache (and the GPU), unless the
     // writer already did that for this record as soon as it was complete.
-    const auto storage = storage_dtypes.find(r.name);
-    const bool is_storage = storage != storage_dtypes.end();
+    const bool is_storage = record_dtype[i].has_value();
     if (!r.read_back) {
       const std::string within = what.empty() ? std::string() : in_zip(r.name);  // no copy of every name
       readback.check(what.empty() ? r.name : within, base + r.data_offset, r.size, r.crc32,
-                     r.has_hash ? std::optional(r.hash) : std::nullopt,
-                     is_storage ? std::optional(storage->second) : std::nullopt);
+                     r.has_hash ? std::optional(r.hash) : std::nullopt, record_dtype[i]);
     }
     ++report.records;
     ++report.records_crc_checked;

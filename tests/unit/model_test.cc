@@ -4,6 +4,7 @@
 
 #include "ckptfix/checkpoint.h"
 #include "ckptfix/prefixes.h"
+#include "model/torch_objects.h"
 #include "test_support.h"
 
 namespace ckptfix {
@@ -89,6 +90,35 @@ TEST(Model, OpensAHandBuiltCheckpoint) {
   EXPECT_EQ(ck.tensors()[0].shape, (std::vector<int64_t>{2, 2}));
   ASSERT_FALSE(ck.map_storage(0).empty());
   EXPECT_EQ(ck.map_storage(0).size(), 16u);
+}
+
+// torch's numbered keys are found by number (model/torch_objects.h,
+// storage_number); "01" and "x" are other keys, found by name, and a key
+// met twice is one storage.
+TEST(Model, StorageKeysNumberedOrNotFindTheirRecords) {
+  EXPECT_EQ(storage_number("0", 1), 0u);
+  EXPECT_EQ(storage_number("12", 13), 12u);
+  EXPECT_EQ(storage_number("12", 12), std::nullopt);  // not below the bound
+  for (const char* other : {"", "01", "00", "-1", "1x", "x", "1234567890"}) {
+    EXPECT_EQ(storage_number(other, 1u << 31), std::nullopt) << other;
+  }
+  PickleBytes p;
+  p.proto().raw("}(").unicode("a").tensor("FloatStorage", "1", 1, 0, {1}, {1});
+  p.unicode("b").tensor("FloatStorage", "01", 1, 0, {1}, {1});
+  p.unicode("c").tensor("FloatStorage", "x", 1, 0, {1}, {1});
+  p.unicode("d").tensor("FloatStorage", "1", 1, 0, {1}, {1}).raw("u").stop();
+  const std::string file = ZipBuilder()
+                               .add("data.pkl", p.str())
+                               .add("data/1", test::floats({1}))
+                               .add("data/01", test::floats({2}))
+                               .add("data/x", test::floats({3}))
+                               .finish();
+  Checkpoint ck = Checkpoint::from_bytes(file, "mem.pt");
+  ASSERT_EQ(ck.storages().size(), 3u);
+  EXPECT_EQ(ck.storages()[0].source.record, "archive/data/1");
+  EXPECT_EQ(ck.storages()[1].source.record, "archive/data/01");
+  EXPECT_EQ(ck.storages()[2].source.record, "archive/data/x");
+  EXPECT_EQ(tensor_at(ck, "a").storage, tensor_at(ck, "d").storage);
 }
 
 TEST(Model, ErrorTensorViewPastTheEndOfItsStorage) {
