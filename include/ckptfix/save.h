@@ -4,6 +4,7 @@
 #include <cstdint>
 #include <filesystem>
 #include <functional>
+#include <memory>
 #include <optional>
 #include <string>
 #include <vector>
@@ -45,6 +46,12 @@ struct SaveOptions {
   /// past that the file's write lock in the kernel is what they wait for).
   /// 1: everything on the caller's thread.
   unsigned threads = 0;
+  /// Where save() leaves what it made and is done with but takes a while
+  /// to free: the written file as its verification read it back (for
+  /// 100,000 tensors about 1.5 million values, which take a tenth of the
+  /// save to free). Unset: freed before save() returns. A program that can
+  /// free it later, or on another thread, takes it here (the CLI does).
+  std::function<void(std::shared_ptr<void> done_with)> dispose;
 };
 
 /// One storage as written: where it went and what it holds.

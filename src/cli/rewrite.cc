@@ -524,6 +524,7 @@ int run_rewrite(const std::string& command, const RewriteArgs& args, const PassO
     if (args.torch) for_target.torch = parse_user_torch(*args.torch);
     valid_passes = validate_pass_options(std::move(for_target));
     save_options.verify = !args.no_verify;
+    save_options.dispose = [](std::shared_ptr<void> done_with) { dispose_of(std::move(done_with)); };
     save_options.allow_globals = args.allow_globals;
     for (const std::string& p : args.allow_globals) {
       if (p.empty()) throw usage("--allow-global needs a non-empty pattern");

@@ -78,7 +78,7 @@ void compare_tensors(const Checkpoint& intended, const std::vector<TensorPositio
 
 VerifyReport verify_written_file(const std::filesystem::path& path, const Checkpoint& intended,
                                  const SaveResult& written, const VerifyOptions& options, bool inject_gpu_fault,
-                                 unsigned threads) {
+                                 unsigned threads, const std::function<void(std::shared_ptr<void>)>& dispose) {
   const auto start = std::chrono::steady_clock::now();
   VerifyReport report;
   report.written = true;
@@ -110,6 +110,7 @@ VerifyReport verify_written_file(const std::filesystem::path& path, const Checkp
     records.get();  // a record that differs is said first, as it is the likelier cause
     if (reparse_failure) std::rethrow_exception(reparse_failure);
     compare_tensors(intended, want, *back, written, report);
+    if (dispose) dispose(std::make_shared<Checkpoint>(std::move(*back)));
     readback.finish_device();
     report.gpu = readback.gpu();
     report.gpu.add(written.readback_gpu);
@@ -196,11 +197,12 @@ void check_written_records(const std::vector<ZipEntry>& entries, const SaveResul
 }
 
 VerifyReport verify_written(const std::filesystem::path& path, const Checkpoint& intended, const SaveResult& written,
-                            const VerifyOptions& options, bool inject_gpu_fault, unsigned threads) {
+                            const VerifyOptions& options, bool inject_gpu_fault, unsigned threads,
+                            const std::function<void(std::shared_ptr<void>)>& dispose) {
   // Errors are about the file being written: save() names it (not its temporary name).
   return error_boundary(
-      path.string(), [&] { return verify_written_file(path, intended, written, options, inject_gpu_fault, threads); },
-      false);
+      path.string(),
+      [&] { return verify_written_file(path, intended, written, options, inject_gpu_fault, threads, dispose); }, false);
 }
 
 }  // namespace ckptfix

@@ -6,6 +6,8 @@
 #pragma once
 
 #include <filesystem>
+#include <functional>
+#include <memory>
 
 #include "bytes/byte_checker.h"
 #include "model/checkpoint_impl.h"
@@ -39,7 +41,9 @@ void check_written_records(const std::vector<ZipEntry>& entries, const SaveResul
 /// found), or Error(kGpu) when the GPU load test is required but cannot run.
 /// `inject_gpu_fault`: the test-only fault of the load test (load_test.h).
 /// `threads`: SaveOptions::threads; 1 keeps it on the caller's thread.
+/// `dispose`: SaveOptions::dispose, given the checkpoint read back.
 VerifyReport verify_written(const std::filesystem::path& file, const Checkpoint& intended, const SaveResult& written,
-                            const VerifyOptions& options = {}, bool inject_gpu_fault = false, unsigned threads = 0);
+                            const VerifyOptions& options = {}, bool inject_gpu_fault = false, unsigned threads = 0,
+                            const std::function<void(std::shared_ptr<void>)>& dispose = {});
 
 }  // namespace ckptfix

@@ -278,7 +278,7 @@ SaveResult write_verified(const Checkpoint& checkpoint, AtomicFile& out, const S
       VerifyOptions verify_options = options.verify_options;
       if (!verify_options.progress) verify_options.progress = options.progress;
       result.verification = verify_written(out.temp_path(), checkpoint, result, verify_options, seams.corrupt_on_device,
-                                           options.threads);
+                                           options.threads, options.dispose);
     }
   } catch (Error& e) {
     e.in_file(path.string());

@@ -43,6 +43,24 @@ TEST_F(VerifyTest, AWriteVerifiesAgainstWhatWasIntended) {
   EXPECT_EQ(result.verification->gpu.status, GpuReport::Status::kOff);
 }
 
+// SaveOptions::dispose takes the checkpoint verification read back, once,
+// and only when there was one; it is the file as written.
+TEST_F(VerifyTest, WhatVerificationReadBackGoesToDisposeWhereOneIsGiven) {
+  Checkpoint ck = Checkpoint::open(test::fixture_path("views_tied.pt"));
+  std::vector<std::shared_ptr<void>> given;
+  SaveOptions options;
+  options.verify_options.gpu = GpuMode::kOff;
+  options.dispose = [&](std::shared_ptr<void> done_with) { given.push_back(std::move(done_with)); };
+  save(ck, dir_ / "out.pt", options);
+  ASSERT_EQ(given.size(), 1u);
+  ASSERT_NE(given[0], nullptr);
+  const auto& read_back = *static_cast<const Checkpoint*>(given[0].get());
+  EXPECT_EQ(read_back.tensor_positions().size(), ck.tensor_positions().size());
+  options.verify = false;
+  save(ck, dir_ / "unverified.pt", options);
+  EXPECT_EQ(given.size(), 1u);
+}
+
 // A save with nothing to change writes the file torch wrote, byte for byte,
 // whatever the storages' devices. torch's location_tag makes "cuda:1" anew
 // for every storage, so its pickle spells the string out each time, where a
