@@ -42,9 +42,11 @@ std::filesystem::path latest_tag_directory(const std::filesystem::path& dir) {
 }
 
 Checkpoint open_input(std::shared_ptr<const InputFile> file, const OpenOptions& options, Reading reading,
-                      std::string_view named_as = {}, SalvageLog* salvage = nullptr, bool gadgets_as_data = false) {
+                      std::string_view named_as = {}, SalvageLog* salvage = nullptr, bool gadgets_as_data = false,
+                      std::unique_ptr<PreparsedPickle> preparsed = nullptr) {
   auto impl = std::make_unique<CheckpointImpl>();
   impl->file = std::move(file);
+  impl->preparsed = std::move(preparsed);
   impl->gadgets_as_data = gadgets_as_data;
   impl->salvage = salvage;
   impl->limits = options.limits;
@@ -102,6 +104,12 @@ Checkpoint open_checkpoint(const std::filesystem::path& path, const OpenOptions&
   const Reading reading = path.filename() == kDcpMetadata ? Reading::kDcpMetadata : Reading::kAnyFormat;
   return open_input(error_boundary(path.string(), [&] { return InputFile::open(path); }), options, reading, {},
                     salvage);
+}
+
+Checkpoint open_written_checkpoint(const std::filesystem::path& path, const OpenOptions& options,
+                                   std::unique_ptr<PreparsedPickle> preparsed) {
+  return open_input(error_boundary(path.string(), [&] { return InputFile::open(path); }), options,
+                    Reading::kAnyFormat, {}, nullptr, false, std::move(preparsed));
 }
 
 bool is_checkpoint_directory(const std::filesystem::path& dir) {

@@ -88,6 +88,12 @@ Checkpoint open_named_file(std::shared_ptr<const InputFile> file, std::string_vi
 /// enum member as getattr(EnumClass, 'name'), as DeepSpeed's ZeroStageEnum.
 Checkpoint open_data_file(std::shared_ptr<const InputFile> file, std::string_view kind, const OpenOptions& options);
 
+/// Checkpoint::open of a file (not a directory) a save just wrote, taking `preparsed` (its
+/// data.pkl parsed as it was written, or null) where the archive holds that
+/// very record (model/preparsed_pickle.h).
+Checkpoint open_written_checkpoint(const std::filesystem::path& path, const OpenOptions& options,
+                                   std::unique_ptr<PreparsedPickle> preparsed);
+
 /// Checkpoint::open, or with `salvage` set, the reading of salvage_checkpoint
 /// (include/ckptfix/salvage.h): the readers go on past damage, logging it.
 Checkpoint open_checkpoint(const std::filesystem::path& path, const OpenOptions& options, SalvageLog* salvage);

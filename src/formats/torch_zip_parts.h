@@ -34,6 +34,14 @@ void read_torch_records(CheckpointImpl& impl, const std::string& root, const Sma
 uint64_t parse_object_pickle(CheckpointImpl& impl, std::span<const std::byte> bytes, const std::string& record,
                              UnpickleOptions options = {});
 
+/// Parses the bytes of a data.pkl just written (`record` as the zip writer
+/// wrote it) as parse_object_pickle would within `limits` for a file of
+/// `file_size` bytes, keeping the parse and the globals met for the re-read
+/// of the finished file (model/preparsed_pickle.h). Throws as unpickle.
+std::unique_ptr<PreparsedPickle> preparse_pickle(std::span<const std::byte> bytes, const std::string& record,
+                                                 uint64_t data_offset, uint32_t crc32, const ReadLimits& limits,
+                                                 uint64_t file_size);
+
 /// Throws Error(kUnsupported) for a TorchScript archive: one with a record
 /// named `root`constants.pkl or under `root`code/ (`has_record(prefix)`).
 void refuse_torchscript(const std::function<bool(const std::string& prefix)>& has_record, const std::string& root);

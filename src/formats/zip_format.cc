@@ -11,6 +11,7 @@
 #include "formats/zip_salvage.h"
 #include "io/bytes.h"
 #include "model/torch_objects.h"
+#include "pickle/global_policy.h"
 #include "pickle/unpickler.h"
 
 namespace ckptfix {
@@ -72,6 +73,49 @@ void read_torch_records(CheckpointImpl& impl, const std::string& root, const Sma
   impl.style.serialization_id = small(root + ".data/serialization_id").has_value();
 }
 
+namespace {
+
+// What the reader keeps of a parse of the object pickle (in impl.graph).
+void take_parse(CheckpointImpl& impl, const UnpickleResult& parsed) {
+  impl.note_usages(parsed.globals, [&impl](uint64_t offset) { return impl.pickle_place(offset); });
+  impl.root = parsed.root;
+  impl.protocol = parsed.protocol;
+  impl.opcodes |= parsed.opcodes;
+  impl.pickle_bytes_held = parsed.held_bytes;
+  impl.payloads_in_file = parsed.held_bytes != parsed.length;
+}
+
+// Takes impl.preparsed as the parse of `pickle` when it is the parse of
+// that very record (name, place, size and CRC-32 as the directory says),
+// read as this reader would read it: stored, within max_pickle_bytes, no
+// payload left in the file, and no known gadget among its globals (whose
+// refusal the parse below words). False: parse as ever.
+bool adopt_preparsed(CheckpointImpl& impl, const ZipEntry& pickle) {
+  const std::unique_ptr<PreparsedPickle> pre = std::move(impl.preparsed);
+  if (pre == nullptr || impl.leave_payloads_in_file || pickle.method != 0 || pickle.name != pre->record ||
+      pickle.data_offset != pre->data_offset || pickle.size != pre->size || pickle.crc32 != pre->crc32 ||
+      pickle.size > impl.limits.max_pickle_bytes) {
+    return false;
+  }
+  for (const PreparsedPickle::Global& g : pre->globals) {
+    if (classify_global(g.module, g.name).kind == GlobalKind::kGadget) return false;
+  }
+  impl.pickle_record = pickle.name;
+  try {
+    for (const PreparsedPickle::Global& g : pre->globals) {
+      if (GlobalRef* first = impl.note_global(g.module, g.name)) first->where = impl.pickle_place(g.offset);
+    }
+    impl.graph = std::move(pre->graph);
+    take_parse(impl, pre->parsed);
+  } catch (Error& e) {
+    e.within(pickle.name);
+    throw;
+  }
+  return true;
+}
+
+}  // namespace
+
 uint64_t parse_object_pickle(CheckpointImpl& impl, std::span<const std::byte> bytes, const std::string& record,
                              UnpickleOptions options) {
   options.max_values = impl.pickle_values();
@@ -82,17 +126,30 @@ uint64_t parse_object_pickle(CheckpointImpl& impl, std::span<const std::byte> by
   };
   try {
     const UnpickleResult parsed = unpickle(bytes, impl.graph, options);
-    impl.note_usages(parsed.globals, [&impl](uint64_t offset) { return impl.pickle_place(offset); });
-    impl.root = parsed.root;
-    impl.protocol = parsed.protocol;
-    impl.opcodes |= parsed.opcodes;
-    impl.pickle_bytes_held = parsed.held_bytes;
-    impl.payloads_in_file = parsed.held_bytes != parsed.length;
+    take_parse(impl, parsed);
     return parsed.length;
   } catch (Error& e) {
     e.within(record);
     throw;
   }
+}
+
+std::unique_ptr<PreparsedPickle> preparse_pickle(std::span<const std::byte> bytes, const std::string& record,
+                                                 uint64_t data_offset, uint32_t crc32, const ReadLimits& limits,
+                                                 uint64_t file_size) {
+  auto pre = std::make_unique<PreparsedPickle>();
+  pre->record = record;
+  pre->data_offset = data_offset;
+  pre->size = bytes.size();
+  pre->crc32 = crc32;
+  UnpickleOptions options;  // as parse_object_pickle's for a stored data.pkl
+  options.max_values = max_pickle_values(limits, file_size);
+  options.max_name_bytes = limits.max_name_bytes;
+  options.on_global = [&pre](const std::string& module, const std::string& name, uint64_t offset) {
+    pre->globals.push_back({module, name, offset});
+  };
+  pre->parsed = unpickle(bytes, pre->graph, options);
+  return pre;
 }
 
 void refuse_torchscript(const std::function<bool(const std::string& prefix)>& has_record, const std::string& root) {
@@ -102,6 +159,42 @@ void refuse_torchscript(const std::function<bool(const std::string& prefix)>& ha
                 "torch.jit.load, or save model.state_dict() with torch.save and run ckptfix on that");
   }
 }
+
+namespace {
+
+// A stored data.pkl (torch never deflates it) is parsed where it lies in
+// the file mapping, so only the pages of its opcodes are touched; with
+// leave_payloads_in_file its large str and bytes are not read at all, and
+// only the rest counts against max_pickle_bytes. A deflated one is
+// inflated into memory.
+void parse_data_pickle(CheckpointImpl& impl, const ZipReader& zip, const ZipEntry& pickle) {
+  UnpickleOptions unpickle_options;
+  std::string inflated;
+  MappedRange mapped;  // the stored data.pkl, unmapped once it is parsed
+  std::span<const std::byte> pickle_bytes;
+  if (pickle.method == 0 && impl.leave_payloads_in_file) {
+    mapped = zip.map_stored(pickle);
+    pickle_bytes = mapped.span();
+    unpickle_options.leave_in_file_from = kPayloadInFileFrom;
+    unpickle_options.file_offset = pickle.data_offset;
+    unpickle_options.max_held_bytes = impl.limits.max_pickle_bytes;
+  } else if (pickle.method == 0) {
+    mapped = zip.map_stored(pickle, impl.limits.max_pickle_bytes, "max_pickle_bytes");
+    pickle_bytes = mapped.span();
+  } else {
+    inflated = zip.read_all(pickle, impl.limits.max_pickle_bytes, "max_pickle_bytes");
+    pickle_bytes = as_bytes(inflated);
+  }
+  try {
+    parse_object_pickle(impl, pickle_bytes, pickle.name, unpickle_options);
+  } catch (...) {
+    mapped.check_intact();  // lost bytes read as zeros: that is the error, not what the parser made of them
+    throw;
+  }
+  mapped.check_intact();
+}
+
+}  // namespace
 
 void read_zip_checkpoint(CheckpointImpl& impl) {
   if (impl.salvage != nullptr) return salvage_zip_checkpoint(impl);  // records found however they still can be
@@ -132,35 +225,9 @@ void read_zip_checkpoint(CheckpointImpl& impl) {
     return zip.read_all(*e, kMaxSmallRecord);
   });
 
-  // A stored data.pkl (torch never deflates it) is parsed where it lies in
-  // the file mapping, so only the pages of its opcodes are touched; with
-  // leave_payloads_in_file its large str and bytes are not read at all, and
-  // only the rest counts against max_pickle_bytes. A deflated one is
-  // inflated into memory.
-  UnpickleOptions unpickle_options;
-  std::string inflated;
-  MappedRange mapped;  // the stored data.pkl, unmapped once it is parsed
-  std::span<const std::byte> pickle_bytes;
-  if (pickle->method == 0 && impl.leave_payloads_in_file) {
-    mapped = zip.map_stored(*pickle);
-    pickle_bytes = mapped.span();
-    unpickle_options.leave_in_file_from = kPayloadInFileFrom;
-    unpickle_options.file_offset = pickle->data_offset;
-    unpickle_options.max_held_bytes = impl.limits.max_pickle_bytes;
-  } else if (pickle->method == 0) {
-    mapped = zip.map_stored(*pickle, impl.limits.max_pickle_bytes, "max_pickle_bytes");
-    pickle_bytes = mapped.span();
-  } else {
-    inflated = zip.read_all(*pickle, impl.limits.max_pickle_bytes, "max_pickle_bytes");
-    pickle_bytes = as_bytes(inflated);
-  }
-  try {
-    parse_object_pickle(impl, pickle_bytes, pickle->name, unpickle_options);
-  } catch (...) {
-    mapped.check_intact();  // lost bytes read as zeros: that is the error, not what the parser made of them
-    throw;
-  }
-  mapped.check_intact();
+  // A save's verification parsed its data.pkl as it was written; any other
+  // reader parses it here.
+  if (!adopt_preparsed(impl, *pickle)) parse_data_pickle(impl, zip, *pickle);
 
   // torch's storage records are data/0, data/1, ...: found by number, as
   // the storage table finds its keys (a hash lookup each was a fifth of

@@ -81,10 +81,12 @@ uint64_t CheckpointImpl::walk_steps() const {
   return (uint64_t{1} << 21) + 16 * static_cast<uint64_t>(graph.size());
 }
 
-uint64_t CheckpointImpl::pickle_values() const {
+uint64_t max_pickle_values(const ReadLimits& limits, uint64_t file_size) {
   if (limits.max_pickle_values != 0) return limits.max_pickle_values;
-  return (uint64_t{1} << 20) + 2 * file->size();
+  return (uint64_t{1} << 20) + 2 * file_size;
 }
+
+uint64_t CheckpointImpl::pickle_values() const { return max_pickle_values(limits, file->size()); }
 
 namespace {
 

@@ -15,6 +15,7 @@
 #include "ckptfix/checkpoint.h"
 #include "cast_rules.h"
 #include "io/input_file.h"
+#include "model/preparsed_pickle.h"
 #include "pickle/call_analysis.h"
 #include "pickle/pointer_set.h"
 #include "pickle/value.h"
@@ -102,6 +103,9 @@ struct SalvageLog {
   std::vector<std::string> notes;
 };
 
+/// ReadLimits::max_pickle_values, or its default for a file of `file_size` bytes.
+uint64_t max_pickle_values(const ReadLimits& limits, uint64_t file_size);
+
 struct CheckpointImpl {
   std::shared_ptr<const InputFile> file;
   /// Set by salvage_checkpoint: readers log damage here and go on.
@@ -136,6 +140,10 @@ struct CheckpointImpl {
   uint64_t pickle_bytes_held = 0;
   /// Payloads may still be in the file, to be read in (model/payloads.h).
   bool payloads_in_file = false;
+  /// A save's verification: its data.pkl, parsed while the rest of the file
+  /// was written, taken by the reader where the archive has that very
+  /// record (model/preparsed_pickle.h); null otherwise.
+  std::unique_ptr<PreparsedPickle> preparsed;
   /// Bytes of storages the passes made (numpy arrays turned into tensors),
   /// which kMemory sources point into; a deque, so they never move.
   std::deque<std::string> owned_bytes;

@@ -1,12 +1,15 @@
 #include "verify/reparse.h"
 
+#include "formats/registry.h"
 #include "model/checkpoint_impl.h"
 #include "verify/torch_offsets.h"
 
 namespace ckptfix {
 
-Checkpoint reparse(const std::filesystem::path& path, const OpenOptions& open) {
-  Checkpoint checkpoint = Checkpoint::open(path, open);
+Checkpoint reparse(const std::filesystem::path& path, const OpenOptions& open,
+                   std::unique_ptr<PreparsedPickle> preparsed) {
+  Checkpoint checkpoint =
+      preparsed ? open_written_checkpoint(path, open, std::move(preparsed)) : Checkpoint::open(path, open);
   if (impl_of(checkpoint).zip) check_torch_computed_offsets(checkpoint, *impl_of(checkpoint).zip);
   return checkpoint;
 }

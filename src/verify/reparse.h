@@ -4,13 +4,17 @@
 #pragma once
 
 #include <filesystem>
+#include <memory>
 
 #include "model/checkpoint_impl.h"
 
 namespace ckptfix {
 
 /// Throws what Checkpoint::open throws, or Error(kCorrupt) from
-/// check_torch_computed_offsets.
-Checkpoint reparse(const std::filesystem::path& path, const OpenOptions& open);
+/// check_torch_computed_offsets. `preparsed`: the file's data.pkl as a save
+/// parsed it while writing the rest (model/preparsed_pickle.h), taken
+/// where the file holds that very record.
+Checkpoint reparse(const std::filesystem::path& path, const OpenOptions& open,
+                   std::unique_ptr<PreparsedPickle> preparsed = nullptr);
 
 }  // namespace ckptfix

@@ -78,7 +78,8 @@ void compare_tensors(const Checkpoint& intended, const std::vector<TensorPositio
 
 VerifyReport verify_written_file(const std::filesystem::path& path, const Checkpoint& intended,
                                  const SaveResult& written, const VerifyOptions& options, bool inject_gpu_fault,
-                                 unsigned threads, const std::function<void(std::shared_ptr<void>)>& dispose) {
+                                 unsigned threads, const std::function<void(std::shared_ptr<void>)>& dispose,
+                                 EarlyReparse* early) {
   const auto start = std::chrono::steady_clock::now();
   VerifyReport report;
   report.written = true;
@@ -103,7 +104,9 @@ VerifyReport verify_written_file(const std::filesystem::path& path, const Checkp
     std::optional<Checkpoint> back;
     std::exception_ptr reparse_failure;
     try {
-      back.emplace(reparse(path, reopen));
+      // The parse of data.pkl begun as it was written, waited for here, so
+      // that the records are being read back meanwhile.
+      back.emplace(reparse(path, reopen, early != nullptr ? early->take() : nullptr));
     } catch (...) {
       reparse_failure = std::current_exception();
     }
@@ -198,11 +201,14 @@ void check_written_records(const std::vector<ZipEntry>& entries, const SaveResul
 
 VerifyReport verify_written(const std::filesystem::path& path, const Checkpoint& intended, const SaveResult& written,
                             const VerifyOptions& options, bool inject_gpu_fault, unsigned threads,
-                            const std::function<void(std::shared_ptr<void>)>& dispose) {
+                            const std::function<void(std::shared_ptr<void>)>& dispose, EarlyReparse* early) {
   // Errors are about the file being written: save() names it (not its temporary name).
   return error_boundary(
       path.string(),
-      [&] { return verify_written_file(path, intended, written, options, inject_gpu_fault, threads, dispose); }, false);
+      [&] {
+        return verify_written_file(path, intended, written, options, inject_gpu_fault, threads, dispose, early);
+      },
+      false);
 }
 
 }  // namespace ckptfix

@@ -11,6 +11,7 @@
 
 #include "bytes/byte_checker.h"
 #include "model/checkpoint_impl.h"
+#include "verify/early_reparse.h"
 #include "ckptfix/save.h"
 #include "ckptfix/verify.h"
 
@@ -42,8 +43,11 @@ void check_written_records(const std::vector<ZipEntry>& entries, const SaveResul
 /// `inject_gpu_fault`: the test-only fault of the load test (load_test.h).
 /// `threads`: SaveOptions::threads; 1 keeps it on the caller's thread.
 /// `dispose`: SaveOptions::dispose, given the checkpoint read back.
+/// `early`: the parse of the file's data.pkl begun while the rest was
+/// written (null: none), taken where the file holds that very record.
 VerifyReport verify_written(const std::filesystem::path& file, const Checkpoint& intended, const SaveResult& written,
                             const VerifyOptions& options = {}, bool inject_gpu_fault = false, unsigned threads = 0,
-                            const std::function<void(std::shared_ptr<void>)>& dispose = {});
+                            const std::function<void(std::shared_ptr<void>)>& dispose = {},
+                            EarlyReparse* early = nullptr);
 
 }  // namespace ckptfix

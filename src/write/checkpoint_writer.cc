@@ -14,6 +14,7 @@
 #include "model/payloads.h"
 #include "pickle/pickler.h"
 #include "bytes/byte_checker.h"
+#include "verify/early_reparse.h"
 #include "verify/verify_written.h"
 #include "write/replaced_input.h"
 #include "write/save_seams.h"
@@ -167,16 +168,17 @@ std::vector<size_t> keys_in_text_order(size_t n) {
 }
 
 SaveResult write_checkpoint(const Checkpoint& checkpoint, ByteSink& sink, const SaveOptions& options,
-                            ReadBack* readback) {
+                            ReadBack* readback, const std::function<void(const WrittenRecord&)>& pickle_written) {
   read_in_left_payloads(checkpoint);  // the pickler writes `text`
   const CheckpointImpl& impl = impl_of(checkpoint);
   SaveOptions with_root = options;
   if (with_root.archive_root.empty()) with_root.archive_root = !impl.archive_root.empty() ? impl.archive_root : "archive";
-  return write_archive(impl, impl.root, impl.style, sink, with_root, readback);
+  return write_archive(impl, impl.root, impl.style, sink, with_root, readback, {}, pickle_written);
 }
 
 SaveResult write_archive(const CheckpointImpl& impl, Value* object, const ArchiveStyle& style, ByteSink& sink,
-                         const SaveOptions& options, ReadBack* readback, const std::string& location) {
+                         const SaveOptions& options, ReadBack* readback, const std::string& location,
+                         const std::function<void(const WrittenRecord&)>& pickle_written) {
   SaveResult result;
   result.archive_root = !options.archive_root.empty() ? options.archive_root : std::string("archive");
   const std::string root = result.archive_root + "/";
@@ -210,6 +212,10 @@ SaveResult write_archive(const CheckpointImpl& impl, Value* object, const Archiv
            options.verify ? std::optional(record_hash(as_bytes(bytes))) : std::nullopt, false);
   };
   add_small("data.pkl", pickled.bytes);
+  if (pickle_written) {
+    sink.flush();
+    pickle_written(zip.records().back());
+  }
   if (style.format_version) {
     add_small(".format_version", "1");
     add_small(".storage_alignment", std::to_string(style.storage_alignment));
@@ -266,7 +272,15 @@ SaveResult write_verified(const Checkpoint& checkpoint, AtomicFile& out, const S
       readback = std::make_unique<ReadBack>(out.temp_path().string(), options.verify_options.gpu, ProgressCallback{}, 0,
                                             seams.corrupt_on_device);
     }
-    result = write_checkpoint(checkpoint, sink, options, readback.get());
+    // data.pkl is read back and parsed beside the writing of the records
+    // after it, for the final verification (verify/early_reparse.h).
+    std::unique_ptr<EarlyReparse> early;
+    if (options.verify && !seams.before_verify && write_threads(options.threads) > 1) {
+      early = std::make_unique<EarlyReparse>(out.temp_path(), checkpoint.read_limits());
+    }
+    result = write_checkpoint(checkpoint, sink, options, readback.get(),
+                              early ? [&](const WrittenRecord& r) { early->start(r); }
+                                    : std::function<void(const WrittenRecord&)>());
     if (readback) {
       readback->finish_device();  // the device's last results, compared
       result.readback_gpu = readback->gpu();
@@ -278,7 +292,7 @@ SaveResult write_verified(const Checkpoint& checkpoint, AtomicFile& out, const S
       VerifyOptions verify_options = options.verify_options;
       if (!verify_options.progress) verify_options.progress = options.progress;
       result.verification = verify_written(out.temp_path(), checkpoint, result, verify_options, seams.corrupt_on_device,
-                                           options.threads, options.dispose);
+                                           options.threads, options.dispose, early.get());
     }
   } catch (Error& e) {
     e.in_file(path.string());

@@ -12,6 +12,8 @@
 // torch does, and only storages the pickle still references are written.
 #pragma once
 
+#include <functional>
+
 #include "ckptfix/save.h"
 #include "io/byte_sink.h"
 
@@ -22,6 +24,7 @@ class ReadBack;
 struct ArchiveStyle;
 struct CheckpointImpl;
 struct SaveSeams;
+struct WrittenRecord;
 struct Value;
 
 /// Writes the archive to `sink`. The pickle is built first (it decides the
@@ -29,8 +32,11 @@ struct Value;
 /// the kernel when it needs no change. With `readback`, every storage record
 /// is read back from the file and checked on a second thread as soon as it
 /// is complete (the sink must then be writing that file).
+/// `pickle_written`, when given, is told of data.pkl as soon as it is in
+/// the file (the sink flushed), before any storage record is written.
 SaveResult write_checkpoint(const Checkpoint& checkpoint, ByteSink& sink, const SaveOptions& options,
-                            ReadBack* readback = nullptr);
+                            ReadBack* readback = nullptr,
+                            const std::function<void(const WrittenRecord&)>& pickle_written = {});
 
 /// write_checkpoint of one value of `impl`'s graph (or a value built over
 /// its storages), as torch.save(that value) in `style`, under
@@ -38,7 +44,8 @@ SaveResult write_checkpoint(const Checkpoint& checkpoint, ByteSink& sink, const 
 /// `location` when one is given (else its own). Payloads left in the input
 /// must have been read in (model/payloads.h).
 SaveResult write_archive(const CheckpointImpl& impl, Value* object, const ArchiveStyle& style, ByteSink& sink,
-                         const SaveOptions& options, ReadBack* readback = nullptr, const std::string& location = {});
+                         const SaveOptions& options, ReadBack* readback = nullptr, const std::string& location = {},
+                         const std::function<void(const WrittenRecord&)>& pickle_written = {});
 
 /// The keys 0..n-1 in the order of their decimal text ("0", "1", "10",
 /// "100", "11", ..., "2"): the order torch <= 2.6 writes storage records in.
