@@ -252,10 +252,25 @@ void ReadBack::check(const std::string& record, uint64_t offset, uint64_t size, 
   struct Reading {
     const ReadBack& back;
     const std::string& record;
+    uint64_t start;
     uint64_t at;
-  } reading{*this, record, offset};
+    std::span<const std::byte> window;  // the record's bytes, where a window holds them
+  } reading{*this, record, offset, offset, {}};
+  if (windows_ && ReadWindow::takes(size)) {
+    reading.window = window_.bytes(this, offset, size, seen_size_, [&](uint64_t at, std::span<std::byte> out) {
+      read_exactly(out, at, record);
+    });
+  }
   const Digest d = checker_.digest(
-      size, [r = &reading](std::span<std::byte> out) { r->back.read_exactly(out, r->at, r->record), r->at += out.size(); },
+      size,
+      [r = &reading](std::span<std::byte> out) {
+        if (!r->window.empty()) {
+          std::memcpy(out.data(), r->window.data() + (r->at - r->start), out.size());
+        } else {
+          r->back.read_exactly(out, r->at, r->record);
+        }
+        r->at += out.size();
+      },
       device, hash ? Sum::kXxh3 : Sum::kCrc32);
   if (!hash && crc) check_crc(record, d.crc, *crc);
   if (hash && d.hash != *hash) {

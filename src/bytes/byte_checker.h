@@ -22,6 +22,7 @@
 #include "ckptfix/dtype.h"
 #include "bytes/gpu.h"
 #include "bytes/load_test.h"
+#include "io/read_window.h"
 
 namespace ckptfix {
 
@@ -152,6 +153,11 @@ class ReadBack {
   /// One thread at a time, in the order of the records, like check().
   void load_on_device(const std::string& record, uint64_t offset, uint64_t size, DType device_dtype);
 
+  /// The file is complete (written and flushed): check() may read small
+  /// records in windows that reach past them (io/read_window.h). Not for a
+  /// file still being written, whose bytes past a record may not be there.
+  void file_is_complete() { windows_ = true; }
+
   /// The load test's last results compared (ByteChecker::finish_device).
   void finish_device() { checker_.finish_device(); }
   /// Counts time the writer spent waiting for this read-back (GpuReport::Phases::writer_waited).
@@ -171,6 +177,8 @@ class ReadBack {
   ByteChecker checker_;
   std::atomic<uint64_t> bytes_{0};  // added to by the worker's check() and this thread's add_checked()
   std::atomic<uint64_t> seen_size_{0};  // the file's size when check() last asked
+  bool windows_ = false;  // file_is_complete()
+  ReadWindow window_;     // check()'s, one thread at a time
 };
 
 }  // namespace ckptfix

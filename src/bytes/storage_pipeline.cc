@@ -250,8 +250,13 @@ StoragePipeline::Pumped StoragePipeline::pump(const Storage& s, bool large) {
     }
   };
   try {
-    if (large && stored_in_file(checkpoint_.input_of(s), s)) {
-      for_each_mapped(checkpoint_.input_of(s).fd(), checkpoint_.input_of(s).name(), s.source.offset, s.nbytes, s.source.record, stage);
+    const InputFile& input = checkpoint_.input_of(s);
+    if (large && stored_in_file(input, s)) {
+      for_each_mapped(input.fd(), input.name(), s.source.offset, s.nbytes, s.source.record, stage);
+    } else if (stored_in_file(input, s) && !input.in_memory() && ReadWindow::takes(s.nbytes)) {
+      // A small record: from a window of the file that the records near it share.
+      stage(small_records_.bytes(&input, s.source.offset, s.nbytes, input.size(),
+                                 [&](uint64_t at, std::span<std::byte> out) { input.read(at, out, s.source.record); }));
     } else {
       RecordReader reader = open_storage_record(checkpoint_.input_of(s), s);
       if (read_buffer_.size() < slice) read_buffer_.resize(slice);

@@ -47,6 +47,7 @@
 #include "bytes/background.h"
 #include "dtype_kernels/convert.h"
 #include "io/byte_sink.h"
+#include "io/read_window.h"
 #include "io/input_file.h"
 #include "zip/zip_writer.h"
 
@@ -116,6 +117,7 @@ class StoragePipeline {
   std::function<void(uint64_t)> progress_;
   // Kept across records: many small storages must not each allocate them.
   std::vector<std::byte> read_buffer_;
+  ReadWindow small_records_;  // the small records of stored inputs
   std::array<std::vector<std::byte>, kBuffers> buffers_;
   // pump_in_parts: each thread's input piece, output piece and part read back.
   struct Buffers {

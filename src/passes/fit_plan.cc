@@ -77,6 +77,7 @@ class Planner {
     plan_.source.assign(m, -1);
     plan_.made.assign(m, false);
     for (size_t i = 0; i < n; ++i) plan_.names[i] = inputs[i].key;
+    index_.reserve(m);
     for (size_t r = 0; r < m; ++r) {
       index_.emplace(model.entries[r].key, r);  // the first of a repeated key
       longest_model_key_ = std::max(longest_model_key_, model.entries[r].key.size());
@@ -496,7 +497,7 @@ class Planner {
   const ModelReference& model_;
   const FitOptions& options_;
   FitPlan plan_;
-  std::unordered_map<std::string, size_t> index_;
+  std::unordered_map<std::string_view, size_t> index_;  // into model_'s keys
 };
 
 }  // namespace

@@ -86,6 +86,7 @@ VerifyReport verify_written_file(const std::filesystem::path& path, const Checkp
   uint64_t total = 0;
   for (const SaveResult::Record& r : written.records) total += r.size;
   ReadBack readback(path.string(), options.gpu, options.progress, total, inject_gpu_fault);
+  readback.file_is_complete();
   try {
     // Beside the re-parse, on a second thread where the write may use one:
     // the archive's directory and records' bytes read back, and where the
