@@ -43,7 +43,7 @@ std::filesystem::path latest_tag_directory(const std::filesystem::path& dir) {
 
 Checkpoint open_input(std::shared_ptr<const InputFile> file, const OpenOptions& options, Reading reading,
                       std::string_view named_as = {}, SalvageLog* salvage = nullptr, bool gadgets_as_data = false,
-                      std::unique_ptr<PreparsedPickle> preparsed = nullptr) {
+                      PreparsedPickleSource preparsed = {}) {
   auto impl = std::make_unique<CheckpointImpl>();
   impl->file = std::move(file);
   impl->preparsed = std::move(preparsed);
@@ -107,7 +107,7 @@ Checkpoint open_checkpoint(const std::filesystem::path& path, const OpenOptions&
 }
 
 Checkpoint open_written_checkpoint(const std::filesystem::path& path, const OpenOptions& options,
-                                   std::unique_ptr<PreparsedPickle> preparsed) {
+                                   PreparsedPickleSource preparsed) {
   return open_input(error_boundary(path.string(), [&] { return InputFile::open(path); }), options,
                     Reading::kAnyFormat, {}, nullptr, false, std::move(preparsed));
 }

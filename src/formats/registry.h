@@ -92,7 +92,7 @@ Checkpoint open_data_file(std::shared_ptr<const InputFile> file, std::string_vie
 /// data.pkl parsed as it was written, or null) where the archive holds that
 /// very record (model/preparsed_pickle.h).
 Checkpoint open_written_checkpoint(const std::filesystem::path& path, const OpenOptions& options,
-                                   std::unique_ptr<PreparsedPickle> preparsed);
+                                   PreparsedPickleSource preparsed);
 
 /// Checkpoint::open, or with `salvage` set, the reading of salvage_checkpoint
 /// (include/ckptfix/salvage.h): the readers go on past damage, logging it.

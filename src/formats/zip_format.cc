@@ -4,6 +4,7 @@
 // docs/format.md.
 #include <algorithm>
 #include <optional>
+#include <utility>
 
 #include "ckptfix/error.h"
 #include "formats/registry.h"
@@ -91,7 +92,8 @@ void take_parse(CheckpointImpl& impl, const UnpickleResult& parsed) {
 // payload left in the file, and no known gadget among its globals (whose
 // refusal the parse below words). False: parse as ever.
 bool adopt_preparsed(CheckpointImpl& impl, const ZipEntry& pickle) {
-  const std::unique_ptr<PreparsedPickle> pre = std::move(impl.preparsed);
+  if (!impl.preparsed) return false;
+  const std::unique_ptr<PreparsedPickle> pre = std::exchange(impl.preparsed, nullptr)();
   if (pre == nullptr || impl.leave_payloads_in_file || pickle.method != 0 || pickle.name != pre->record ||
       pickle.data_offset != pre->data_offset || pickle.size != pre->size || pickle.crc32 != pre->crc32 ||
       pickle.size > impl.limits.max_pickle_bytes) {

@@ -142,8 +142,8 @@ struct CheckpointImpl {
   bool payloads_in_file = false;
   /// A save's verification: its data.pkl, parsed while the rest of the file
   /// was written, taken by the reader where the archive has that very
-  /// record (model/preparsed_pickle.h); null otherwise.
-  std::unique_ptr<PreparsedPickle> preparsed;
+  /// record (model/preparsed_pickle.h); unset otherwise.
+  PreparsedPickleSource preparsed;
   /// Bytes of storages the passes made (numpy arrays turned into tensors),
   /// which kMemory sources point into; a deque, so they never move.
   std::deque<std::string> owned_bytes;

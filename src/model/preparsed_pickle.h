@@ -9,6 +9,8 @@
 #pragma once
 
 #include <cstdint>
+#include <functional>
+#include <memory>
 #include <string>
 #include <vector>
 
@@ -33,5 +35,10 @@ struct PreparsedPickle {
   };
   std::vector<Global> globals;
 };
+
+/// Gives the parse when the reader comes to data.pkl, having opened the
+/// rest of the archive meanwhile (it may wait for a parse still under way);
+/// null when there is none.
+using PreparsedPickleSource = std::function<std::unique_ptr<PreparsedPickle>()>;
 
 }  // namespace ckptfix

@@ -7,7 +7,7 @@
 namespace ckptfix {
 
 Checkpoint reparse(const std::filesystem::path& path, const OpenOptions& open,
-                   std::unique_ptr<PreparsedPickle> preparsed) {
+                   PreparsedPickleSource preparsed) {
   Checkpoint checkpoint =
       preparsed ? open_written_checkpoint(path, open, std::move(preparsed)) : Checkpoint::open(path, open);
   if (impl_of(checkpoint).zip) check_torch_computed_offsets(checkpoint, *impl_of(checkpoint).zip);

@@ -12,9 +12,10 @@ namespace ckptfix {
 
 /// Throws what Checkpoint::open throws, or Error(kCorrupt) from
 /// check_torch_computed_offsets. `preparsed`: the file's data.pkl as a save
-/// parsed it while writing the rest (model/preparsed_pickle.h), taken
+/// parsed it while writing the rest (model/preparsed_pickle.h), asked for
+/// once the archive's directory is read, and taken
 /// where the file holds that very record.
 Checkpoint reparse(const std::filesystem::path& path, const OpenOptions& open,
-                   std::unique_ptr<PreparsedPickle> preparsed = nullptr);
+                   PreparsedPickleSource preparsed = {});
 
 }  // namespace ckptfix

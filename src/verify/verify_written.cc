@@ -105,9 +105,11 @@ VerifyReport verify_written_file(const std::filesystem::path& path, const Checkp
     std::optional<Checkpoint> back;
     std::exception_ptr reparse_failure;
     try {
-      // The parse of data.pkl begun as it was written, waited for here, so
-      // that the records are being read back meanwhile.
-      back.emplace(reparse(path, reopen, early != nullptr ? early->take() : nullptr));
+      // The parse of data.pkl begun as it was written, waited for once the
+      // archive's directory is read, while the records are read back.
+      PreparsedPickleSource preparsed;
+      if (early != nullptr) preparsed = [early] { return early->take(); };
+      back.emplace(reparse(path, reopen, std::move(preparsed)));
     } catch (...) {
       reparse_failure = std::current_exception();
     }

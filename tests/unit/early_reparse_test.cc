@@ -22,6 +22,12 @@ namespace fs = std::filesystem;
 using test::expect_error;
 using test::PickleBytes;
 
+// The source of a parse made already.
+PreparsedPickleSource given(std::unique_ptr<PreparsedPickle> parsed) {
+  auto held = std::make_shared<std::unique_ptr<PreparsedPickle>>(std::move(parsed));
+  return [held] { return std::move(*held); };
+}
+
 class EarlyReparseTest : public test::TempDirTest {
  protected:
   // A file as save() writes it, and its data.pkl as the zip writer wrote it.
@@ -60,7 +66,7 @@ TEST_F(EarlyReparseTest, TheReReadTakesTheParseOfItsVeryRecord) {
   std::unique_ptr<PreparsedPickle> parsed = early.take();
   ASSERT_NE(parsed, nullptr);
   mark(*parsed);
-  const Checkpoint taken = open_written_checkpoint(out, {}, std::move(parsed));
+  const Checkpoint taken = open_written_checkpoint(out, {}, given(std::move(parsed)));
   EXPECT_TRUE(marked(taken));  // adopted, not parsed again
   const Checkpoint plain = Checkpoint::open(out);
   EXPECT_FALSE(marked(plain));
@@ -90,7 +96,7 @@ TEST_F(EarlyReparseTest, AParseOfAnotherRecordIsParsedAgain) {
                                   pickle.data_offset + (field == 1 ? 64 : 0), pickle.crc32 ^ (field == 2 ? 1 : 0),
                                   ReadLimits{}, file.size());
     mark(*parsed);
-    const Checkpoint ck = open_written_checkpoint(out, {}, std::move(parsed));
+    const Checkpoint ck = open_written_checkpoint(out, {}, given(std::move(parsed)));
     EXPECT_FALSE(marked(ck)) << field;
     EXPECT_EQ(positions(ck), positions(Checkpoint::open(out))) << field;
   }
@@ -110,8 +116,8 @@ TEST_F(EarlyReparseTest, AGadgetIsRefusedInTheReadersWords) {
       [&] {
         const FileBytes bytes = InputFile::open(out)->read_bytes(e.data_offset, e.size, "data.pkl");
         open_written_checkpoint(out, {},
-                                preparse_pickle({bytes.data(), bytes.size()}, e.name, e.data_offset, e.crc32,
-                                                ReadLimits{}, fs::file_size(out)));
+                                given(preparse_pickle({bytes.data(), bytes.size()}, e.name, e.data_offset, e.crc32,
+                                                      ReadLimits{}, fs::file_size(out))));
       },
       ErrorKind::kUnsafe, expected);
 }
