@@ -186,6 +186,10 @@ static_assert(sizeof(Value) == 88, "a state dict of 100,000 tensors has 1.5 mill
 class ValueGraph {
  public:
   ValueGraph() = default;
+  /// A graph whose values are numbered from `first_serial` on: one that
+  /// holds values made beside another graph's, numbered after them, so
+  /// that tables keyed by value index both without collisions.
+  explicit ValueGraph(size_t first_serial) : first_serial_(first_serial) {}
   ValueGraph(const ValueGraph&) = delete;
   ValueGraph& operator=(const ValueGraph&) = delete;
   ValueGraph(ValueGraph&&) = default;
@@ -204,7 +208,7 @@ class ValueGraph {
       chunks_.push_back(std::make_unique<Value[]>(kChunk));
       used_in_last_ = 0;
     }
-    const size_t serial = made();
+    const size_t serial = first_serial_ + made();
     v = &chunks_.back()[used_in_last_++];  // as Value() made it: nothing to reset
     if (serial < Value::kNoSerial) v->serial = static_cast<uint32_t>(serial);
     v->kind = kind;
@@ -246,6 +250,8 @@ class ValueGraph {
   }
   /// Values made and not freed.
   size_t size() const { return made() - free_.size(); }
+  /// One past the serial number of the last value made.
+  size_t serial_end() const { return first_serial_ + made(); }
 
   /// Visits every value not freed, in creation order (the order the pickle
   /// made them, where no slot was reused).
@@ -272,6 +278,7 @@ class ValueGraph {
   std::vector<std::unique_ptr<Value[]>> chunks_;
   size_t used_in_last_ = 0;
   std::vector<Value*> free_;
+  size_t first_serial_ = 0;
 };
 
 }  // namespace ckptfix

@@ -33,21 +33,23 @@ class Table {
  public:
   size_t size() const { return in_slots_ + others_.size(); }
   bool empty() const { return size() == 0; }
-  bool contains(const Value* p) const { return find_slot(p) != nullptr || (!others_.empty() && others_.contains(p)); }
+  bool contains(const Value* p) const { return find_slot(p) != nullptr || (maybe_other(p) && others_.contains(p)); }
   size_t count(const Value* p) const { return contains(p) ? 1 : 0; }
   void erase(const Value* p) {
     if (Slot* s = find_slot(p)) {
-      *s = Slot{};
+      s->key = nullptr;
+      s->value = V{};
       --in_slots_;
       return;
     }
-    if (!others_.empty()) others_.erase(p);
+    if (maybe_other(p)) others_.erase(p);
   }
 
  protected:
   struct Slot {
     const Value* key = nullptr;
     V value{};
+    bool shared = false;  ///< another value of this number went to others_
   };
 
   const Slot* find_slot(const Value* p) const {
@@ -56,15 +58,26 @@ class Table {
   }
   Slot* find_slot(const Value* p) { return const_cast<Slot*>(std::as_const(*this).find_slot(p)); }
 
+  /// Whether `p` may be among the others: it has no number, or another
+  /// value of its number went there. Asked only when its slot is not its.
+  bool maybe_other(const Value* p) const {
+    if (others_.empty()) return false;
+    const uint32_t n = p->serial;
+    return n == Value::kNoSerial || (n < slots_.size() && slots_[n].shared);
+  }
+
   /// The slot `p` may take: its number's, when free and `p` is not among
-  /// the others; nullptr sends `p` to the others.
+  /// the others; nullptr sends `p` to the others (its slot marked shared).
   Slot* free_slot_for(const Value* p) {
     const uint32_t n = p->serial;
     if (n == Value::kNoSerial) return nullptr;
     if (n >= slots_.size()) slots_.resize(std::max<size_t>(size_t{n} + 1, slots_.size() * 2));
     Slot& s = slots_[n];
-    if (s.key != nullptr) return nullptr;
-    if (!others_.empty() && others_.contains(p)) return nullptr;
+    if (s.key != nullptr) {
+      s.shared = true;
+      return nullptr;
+    }
+    if (s.shared && others_.contains(p)) return nullptr;
     return &s;
   }
 
@@ -103,7 +116,7 @@ class ValueMap : public value_table::Table<V> {
   /// The value of `p`, or nullptr.
   const V* find(const Value* p) const {
     if (const auto* s = this->find_slot(p)) return &s->value;
-    return this->others_.empty() ? nullptr : this->others_.find(p);
+    return this->maybe_other(p) ? this->others_.find(p) : nullptr;
   }
   V* find(const Value* p) { return const_cast<V*>(std::as_const(*this).find(p)); }
 };

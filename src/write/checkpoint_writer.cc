@@ -56,7 +56,7 @@ PickledObject pickle_value(const CheckpointImpl& impl, Value* root, bool libtorc
   // back to it (BINGET), as CPython does for the objects torch passes it
   // again: a storage class, a storage's key, a location tag that is a
   // constant ("cpu", "mps", "meta").
-  ValueGraph scratch;
+  ValueGraph scratch(impl.graph.serial_end());  // numbered after the input's values (pickle/value_map.h)
   Value* storage_tag = scratch.make_str("storage");
   std::unordered_map<std::string, Value*> classes, locations;
   auto cached = [&](std::unordered_map<std::string, Value*>& cache, const std::string& text, auto make) {
