@@ -11,6 +11,7 @@
 #include "ckptfix/passes.h"
 #include "model/state_dict_values.h"
 #include "passes/key_regex.h"
+#include "passes/name_index.h"
 
 namespace ckptfix {
 namespace {
@@ -77,7 +78,7 @@ class Planner {
     plan_.source.assign(m, -1);
     plan_.made.assign(m, false);
     for (size_t i = 0; i < n; ++i) plan_.names[i] = inputs[i].key;
-    index_.reserve(m);
+    index_ = NameIndex(m);
     for (size_t r = 0; r < m; ++r) {
       index_.emplace(model.entries[r].key, r);  // the first of a repeated key
       longest_model_key_ = std::max(longest_model_key_, model.entries[r].key.size());
@@ -112,9 +113,7 @@ class Planner {
   bool open(size_t i) const { return alive(i) && plan_.placed[i] < 0; }
 
   std::optional<size_t> model_key(const std::string& name) const {
-    const auto it = index_.find(name);
-    if (it == index_.end()) return std::nullopt;
-    return it->second;
+    return index_.find(name);
   }
 
   bool same_shape(size_t i, size_t r) const {
@@ -151,16 +150,15 @@ class Planner {
   // renamed to one name collide.
   void rename_all(const std::vector<std::string>& proposed, const std::string& rule, bool moves_module) {
     // Names of plan_.names not renamed here, and of `proposed`: both stay as they are while it lives.
-    std::unordered_map<std::string_view, size_t> taken;
-    taken.reserve(inputs_.size());
+    NameIndex taken(inputs_.size());
     for (size_t i = 0; i < inputs_.size(); ++i) {
       if (alive(i) && (proposed[i].empty() || !open(i))) taken.emplace(plan_.names[i], i);
     }
     for (size_t i = 0; i < inputs_.size(); ++i) {
       if (proposed[i].empty() || !open(i)) continue;
-      const auto [it, added] = taken.emplace(proposed[i], i);
+      const auto [other, added] = taken.emplace(proposed[i], i);
       if (!added) {
-        plan_.ambiguous.push_back(rule + " makes keys '" + inputs_[it->second].key + "' and '" + inputs_[i].key +
+        plan_.ambiguous.push_back(rule + " makes keys '" + inputs_[other].key + "' and '" + inputs_[i].key +
                                   "' both '" + proposed[i] + "'; leave one out with `drops` or rename it with `renames`");
         continue;
       }
@@ -215,16 +213,15 @@ class Planner {
       }
       // Not rename_all: these run before anything is placed, on every key.
       // Names of plan_.names not renamed here, and of `proposed`: both stay as they are while it lives.
-      std::unordered_map<std::string_view, size_t> taken;
-      taken.reserve(inputs_.size());
+      NameIndex taken(inputs_.size());
       for (size_t i = 0; i < inputs_.size(); ++i) {
         if (alive(i) && proposed[i].empty()) taken.emplace(plan_.names[i], i);
       }
       for (size_t i = 0; i < inputs_.size(); ++i) {
         if (proposed[i].empty()) continue;
-        const auto [it, added] = taken.emplace(proposed[i], i);
+        const auto [other, added] = taken.emplace(proposed[i], i);
         if (!added) {
-          plan_.ambiguous.push_back("`renames` '" + pattern + "' makes keys '" + inputs_[it->second].key + "' and '" +
+          plan_.ambiguous.push_back("`renames` '" + pattern + "' makes keys '" + inputs_[other].key + "' and '" +
                                     inputs_[i].key + "' both '" + proposed[i] + "' (renames are one-to-one)");
           continue;
         }
@@ -497,7 +494,7 @@ class Planner {
   const ModelReference& model_;
   const FitOptions& options_;
   FitPlan plan_;
-  std::unordered_map<std::string_view, size_t> index_;  // into model_'s keys
+  NameIndex index_;  // model_'s keys (the first of a repeated one)
 };
 
 }  // namespace
