@@ -79,9 +79,11 @@ struct ValueParts {
   uint64_t op_offset = kNoOffset;
 };
 
-/// One value of the graph (88 bytes, its serial in what would be padding; dicts, globals, objects, persistent
-/// ids and payloads left in the input file own a ValueParts besides). The accessors of the parts create them
-/// when written to; reading a part a value does not have gives an empty one.
+/// One value of the graph (88 bytes, its serial number in what would be
+/// padding; dicts, globals, objects, persistent ids and payloads left in
+/// the input file own a ValueParts besides). The accessors of the parts
+/// create them when written to; reading a part a value does not have gives
+/// an empty one.
 struct Value {
   ValueKind kind = ValueKind::kNone;
   bool boolean = false;
