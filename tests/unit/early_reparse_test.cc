@@ -114,7 +114,8 @@ TEST_F(EarlyReparseTest, AGadgetIsRefusedInTheReadersWords) {
   expect_error([&] { Checkpoint::open(out); }, ErrorKind::kUnsafe, expected);
   expect_error(
       [&] {
-        const FileBytes bytes = InputFile::open(out)->read_bytes(e.data_offset, e.size, "data.pkl");
+        const auto file = InputFile::open(out);  // the bytes are a view of it
+        const FileBytes bytes = file->read_bytes(e.data_offset, e.size, "data.pkl");
         open_written_checkpoint(out, {},
                                 given(preparse_pickle({bytes.data(), bytes.size()}, e.name, e.data_offset, e.crc32,
                                                       ReadLimits{}, fs::file_size(out))));
