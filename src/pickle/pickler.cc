@@ -32,7 +32,14 @@ std::string_view python2_module_name(std::string_view module) {
 // the depth of the graph costs heap, never call stack.
 class Writer {
  public:
-  explicit Writer(const PickleWriterOptions& options) : options_(options) {}
+  explicit Writer(const PickleWriterOptions& options) : options_(options) {
+    if (options.value_numbers > 0) {
+      memo_.reserve(options.value_numbers);
+      // Seven bytes a value is what a state dict of tensors takes; the
+      // pages of what is reserved and not written are never touched.
+      out_.reserve(options.value_numbers * 8);
+    }
+  }
 
   std::string finish(Value* root) {
     out_ += static_cast<char>(op::kProto);
@@ -103,7 +110,7 @@ class Writer {
   void memoize(const Value* v) {
     const uint64_t index = memo_.size();
     if (index > UINT32_MAX) refuse("more than 2^32 memoized values, which protocol 2 cannot refer to");
-    memo_.emplace(v, index);
+    memo_.emplace(v, static_cast<uint32_t>(index));
     if (index < 256) {
       opcode(op::kBinPut);
       out_ += static_cast<char>(index);
@@ -114,7 +121,7 @@ class Writer {
   }
 
   bool get_if_memoized(const Value* v) {
-    const uint64_t* index = memo_.find(v);
+    const uint32_t* index = memo_.find(v);
     if (index == nullptr) return false;
     if (*index < 256) {
       opcode(op::kBinGet);
@@ -403,7 +410,7 @@ class Writer {
   std::string out_;
   std::vector<Task> tasks_;
   size_t nesting_ = 0;  // save_all calls under way: the root, and persistent ids' values within it
-  ValueMap<uint64_t> memo_;
+  ValueMap<uint32_t> memo_;  // protocol 2 refers to at most 2^32 memoized values
   PointerSet<Value> in_progress_;
 };
 

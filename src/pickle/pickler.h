@@ -32,6 +32,11 @@ struct PickleWriterOptions {
   /// LONG1 always with 8 bytes, and SETITEMS/APPENDS even for one item (it
   /// has no SETITEM). CPython reads the result the same way.
   bool libtorch = false;
+  /// The serial numbers of the values to write lie below this, when known
+  /// (ValueGraph::serial_end of their graphs): the memo and the output are
+  /// sized for them at once instead of grown by doubling, which touched
+  /// every page twice (a fifth of the time pickling 100,000 tensors took).
+  size_t value_numbers = 0;
 };
 
 /// Serializes root and everything reachable from it, at any depth (the

@@ -32,6 +32,10 @@ template <typename V>
 class Table {
  public:
   size_t size() const { return in_slots_ + others_.size(); }
+  /// Makes room for the values numbered below `serial_end` at once.
+  void reserve(size_t serial_end) {
+    if (serial_end > slots_.size()) slots_.resize(std::min<size_t>(serial_end, Value::kNoSerial));
+  }
   bool empty() const { return size() == 0; }
   bool contains(const Value* p) const { return find_slot(p) != nullptr || (maybe_other(p) && others_.contains(p)); }
   size_t count(const Value* p) const { return contains(p) ? 1 : 0; }

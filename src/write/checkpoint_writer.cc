@@ -118,6 +118,11 @@ PickledObject pickle_value(const CheckpointImpl& impl, Value* root, bool libtorc
 
   PickleWriterOptions options;
   options.libtorch = libtorch_pickle;
+  // The whole graph is written: its values, and three per storage made for
+  // its persistent id (the tuple, the key, the element count) besides the
+  // few classes and locations. A part of it (a distributed checkpoint's
+  // value) is not sized by the whole.
+  if (whole) options.value_numbers = impl.graph.serial_end() + 3 * storages.size() + 64;
   options.persistent_id = [&](const Value& v, const std::function<void(Value*)>& save) {
     if (v.storage < 0) {
       throw Error(ErrorKind::kUnsupported,
