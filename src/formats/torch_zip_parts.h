@@ -37,10 +37,12 @@ uint64_t parse_object_pickle(CheckpointImpl& impl, std::span<const std::byte> by
 /// Parses the bytes of a data.pkl just written (`record` as the zip writer
 /// wrote it) as parse_object_pickle would within `limits` for a file of
 /// `file_size` bytes, keeping the parse and the globals met for the re-read
-/// of the finished file (model/preparsed_pickle.h). Throws as unpickle.
+/// of the finished file (model/preparsed_pickle.h), in `graph` (empty, or
+/// given room ahead: ValueGraph::add_room; what room is left is freed).
+/// Throws as unpickle.
 std::unique_ptr<PreparsedPickle> preparse_pickle(std::span<const std::byte> bytes, const std::string& record,
                                                  uint64_t data_offset, uint32_t crc32, const ReadLimits& limits,
-                                                 uint64_t file_size);
+                                                 uint64_t file_size, ValueGraph graph = ValueGraph());
 
 /// Throws Error(kUnsupported) for a TorchScript archive: one with a record
 /// named `root`constants.pkl or under `root`code/ (`has_record(prefix)`).

@@ -138,8 +138,9 @@ uint64_t parse_object_pickle(CheckpointImpl& impl, std::span<const std::byte> by
 
 std::unique_ptr<PreparsedPickle> preparse_pickle(std::span<const std::byte> bytes, const std::string& record,
                                                  uint64_t data_offset, uint32_t crc32, const ReadLimits& limits,
-                                                 uint64_t file_size) {
+                                                 uint64_t file_size, ValueGraph graph) {
   auto pre = std::make_unique<PreparsedPickle>();
+  pre->graph = std::move(graph);
   pre->record = record;
   pre->data_offset = data_offset;
   pre->size = bytes.size();
@@ -151,6 +152,7 @@ std::unique_ptr<PreparsedPickle> preparse_pickle(std::span<const std::byte> byte
     pre->globals.push_back({module, name, offset});
   };
   pre->parsed = unpickle(bytes, pre->graph, options);
+  pre->graph.release_room();
   return pre;
 }
 

@@ -5,6 +5,8 @@
 // 100,000 tensors the parse is half of the re-read.
 #pragma once
 
+#include <atomic>
+#include <cstddef>
 #include <filesystem>
 #include <future>
 #include <memory>
@@ -13,6 +15,7 @@
 #include "bytes/background.h"
 #include "ckptfix/checkpoint.h"
 #include "model/preparsed_pickle.h"
+#include "pickle/value.h"
 #include "zip/zip_writer.h"
 
 namespace ckptfix {
@@ -20,7 +23,11 @@ namespace ckptfix {
 class EarlyReparse {
  public:
   /// For the file a save is writing at `path`, parsed within `limits`.
-  EarlyReparse(std::filesystem::path path, const ReadLimits& limits);
+  /// Until start(), the thread makes room ahead for up to `expected_values`
+  /// values of the parse (ValueGraph::add_room): the pickle is written on
+  /// the caller's thread meanwhile, and the parse after it then touches
+  /// no new page for them.
+  EarlyReparse(std::filesystem::path path, const ReadLimits& limits, size_t expected_values = 0);
   EarlyReparse(const EarlyReparse&) = delete;
   EarlyReparse& operator=(const EarlyReparse&) = delete;
 
@@ -35,6 +42,8 @@ class EarlyReparse {
   std::filesystem::path path_;
   ReadLimits limits_;
   std::optional<std::future<std::unique_ptr<PreparsedPickle>>> parse_;
+  std::atomic<bool> started_{false};  // start() was called: the room made so far will do
+  ValueGraph room_;                   // made and then used on the thread alone, in task order
   Background thread_;  // last: joined first, before what its task uses goes
 };
 

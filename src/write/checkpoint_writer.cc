@@ -281,7 +281,8 @@ SaveResult write_verified(const Checkpoint& checkpoint, AtomicFile& out, const S
     // after it, for the final verification (verify/early_reparse.h).
     std::unique_ptr<EarlyReparse> early;
     if (options.verify && !seams.before_verify && write_threads(options.threads) > 1) {
-      early = std::make_unique<EarlyReparse>(out.temp_path(), checkpoint.read_limits());
+      // The parse makes about as many values as the graph written has.
+      early = std::make_unique<EarlyReparse>(out.temp_path(), checkpoint.read_limits(), impl_of(checkpoint).graph.size());
     }
     result = write_checkpoint(checkpoint, sink, options, readback.get(),
                               early ? [&](const WrittenRecord& r) { early->start(r); }

@@ -4,7 +4,9 @@
 // for what is wrong.
 #include <gtest/gtest.h>
 
+#include <chrono>
 #include <fstream>
+#include <thread>
 
 #include "ckptfix/checkpoint.h"
 #include "ckptfix/save.h"
@@ -74,6 +76,26 @@ TEST_F(EarlyReparseTest, TheReReadTakesTheParseOfItsVeryRecord) {
   EXPECT_EQ(taken.tensors().size(), plain.tensors().size());
   EXPECT_EQ(taken.globals().size(), plain.globals().size());
   EXPECT_EQ(early.take(), nullptr);  // taken once
+}
+
+TEST_F(EarlyReparseTest, RoomMadeAheadHoldsTheParseAndWhatIsLeftIsFreed) {
+  WrittenRecord pickle;
+  const fs::path out = saved(pickle);
+  for (const size_t expected_values : {size_t{5}, size_t{100000}}) {
+    EarlyReparse early(out, ReadLimits{}, expected_values);
+    if (expected_values > 5) std::this_thread::sleep_for(std::chrono::milliseconds(50));  // room made meanwhile
+    early.start(pickle);
+    std::unique_ptr<PreparsedPickle> parsed = early.take();
+    ASSERT_NE(parsed, nullptr);
+    EXPECT_LT(parsed->graph.room(), 1024u);  // the room not used is freed
+    const Checkpoint taken = open_written_checkpoint(out, {}, given(std::move(parsed)));
+    const Checkpoint plain = Checkpoint::open(out);
+    ASSERT_EQ(positions(taken), positions(plain));
+    for (size_t i = 0; i < positions(plain); ++i) {
+      EXPECT_EQ(path_to_string(taken.tensor_positions()[i].path), path_to_string(plain.tensor_positions()[i].path));
+    }
+    EXPECT_EQ(taken.tensors().size(), plain.tensors().size());
+  }
 }
 
 TEST_F(EarlyReparseTest, BytesThatAreNotThoseWrittenAreNotParsed) {

@@ -316,6 +316,50 @@ TEST(Pickler, WritesSharedTuplesOfPlainValuesAsCPython) {
   EXPECT_EQ(pickle_protocol2(pair), "\x80\x02K\x01K\x01\x86q\x00."s);
 }
 
+TEST(Pickler, SizedForItsValuesOrNotWritesTheSameBytes) {
+  // 300 entries sharing a tuple, past the 256 memo entries BINPUT spells:
+  // the memo sized at once (PickleWriterOptions::value_numbers), sized too
+  // small, or grown as it goes gives the same pickle.
+  ValueGraph graph;
+  Value* root = graph.make(ValueKind::kDict);
+  Value* shared = graph.make_tuple({graph.make_str("s"), graph.make_int(7)});
+  for (int i = 0; i < 300; ++i) {
+    root->entries().emplace_back(graph.make_str("key" + std::to_string(i)),
+                                 graph.make_tuple({shared, graph.make_int(i), graph.make(ValueKind::kList)}));
+  }
+  const std::string grown = pickle_protocol2(root);
+  for (size_t hint : {graph.serial_end(), size_t{10}, size_t{1} << 20}) {
+    PickleWriterOptions options;
+    options.value_numbers = hint;
+    EXPECT_EQ(pickle_protocol2(root, options), grown) << hint;
+  }
+  EXPECT_GT(grown.size(), 300u * 10);
+}
+
+TEST(ValueGraph, ValuesMadeInRoomMadeAheadAreAsAnyOthers) {
+  ValueGraph graph;
+  graph.add_room();
+  graph.add_room();
+  graph.add_room();
+  const size_t room = graph.room();
+  ASSERT_GE(room, 3000u);
+  std::vector<Value*> made;
+  for (int i = 0; i < 1500; ++i) made.push_back(graph.make_int(i));
+  EXPECT_EQ(graph.room(), room - 1500);  // the room was taken, no new memory
+  for (size_t i = 0; i < made.size(); ++i) {
+    EXPECT_EQ(made[i]->serial, i);
+    EXPECT_EQ(made[i]->integer, static_cast<int64_t>(i));
+  }
+  size_t visited = 0;
+  graph.for_each([&](const Value& v) { EXPECT_EQ(v.integer, static_cast<int64_t>(visited++)); });
+  EXPECT_EQ(visited, 1500u);  // room not yet made into values is not visited
+  graph.release_room();
+  EXPECT_LT(graph.room(), room - 1500);  // what is left of the chunk in use
+  for (int i = 0; i < 2000; ++i) graph.make_none();  // past it: new memory as ever
+  EXPECT_EQ(graph.size(), 3500u);
+  EXPECT_EQ(graph.serial_end(), 3500u);
+}
+
 TEST(Pickler, RejectsATupleThatContainsItself) {
   ValueGraph graph;
   Value* t = graph.make_tuple({});
