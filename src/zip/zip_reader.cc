@@ -178,6 +178,7 @@ void ZipReader::read_central_directory() {
     pos += total;
   }
   locate_all_data();
+  by_name_.reserve(entries_.size());  // one table, not a rehash each time it doubles
   for (size_t i = 0; i < entries_.size(); ++i) {
     if (!by_name_.emplace(entries_[i].name, i).second) {
       throw corrupt("record '" + entries_[i].name + "' appears twice in the central directory");
@@ -201,8 +202,9 @@ void ZipReader::locate_all_data() {
   constexpr uint64_t kGapBytes = 4096;
   std::vector<size_t> order(entries_.size());
   for (size_t i = 0; i < order.size(); ++i) order[i] = i;
-  std::sort(order.begin(), order.end(),
-            [&](size_t a, size_t b) { return entries_[a].header_offset < entries_[b].header_offset; });
+  const auto by_offset = [&](size_t a, size_t b) { return entries_[a].header_offset < entries_[b].header_offset; };
+  // Writers list records in file order: sorted already, most often.
+  if (!std::is_sorted(order.begin(), order.end(), by_offset)) std::sort(order.begin(), order.end(), by_offset);
   auto header_end = [&](const ZipEntry& e) {
     const auto end = checked_add(e.header_offset, kZipLocalHeaderSize + e.name.size());
     return end ? std::min(*end, file_->size()) : file_->size();
