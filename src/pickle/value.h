@@ -257,7 +257,7 @@ class ValueGraph {
   }
   /// Makes the memory of about a thousand values more now, every page of
   /// it written, so that making them later touches no new page. A page's
-  /// first touch was a third of the time a pickle of 100,000 tensors took
+  /// first touch was nearly half the time a pickle of 100,000 tensors took
   /// to read; a graph about to be filled on a thread short of time is made
   /// room for on one that is idle (verify/early_reparse.h).
   void add_room() { room_.push_back(std::make_unique<Value[]>(kChunk)); }
