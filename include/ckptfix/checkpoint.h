@@ -290,6 +290,13 @@ struct OpenOptions {
   /// same for a checkpoint that never went through apply_passes. Payloads
   /// read in count against ReadLimits::max_pickle_bytes.
   bool leave_payloads_in_file = false;
+  /// For a large pickle (a state dict of some 100,000 tensors and more):
+  /// the memory of the values it makes is made on a second thread while it
+  /// is read, which makes the read faster where another core is free (half
+  /// its time was the first touch of that memory). Off where the other
+  /// cores are busy with work that matters more (the CLI reads a --like
+  /// reference beside its input, with this off).
+  bool make_values_ahead = true;
 };
 
 /// An opened checkpoint. Movable, not copyable.

@@ -47,7 +47,11 @@ CommandRun register_fix(CLI::App& app) {
       passes.fit = fit_options(args->like);
       passes.fit.dtype_like = dtype_like;
       if (!args->like.like.empty()) input.emplace(args->out.batch, rewrite_open_options(args->out, passes));
-      passes.like = read_like(args->like, open_options(args->out.batch.limits));
+      OpenOptions reference_open = open_options(args->out.batch.limits);
+      // The input is opened on the other core meanwhile, and the fit waits
+      // for it, not for the reference: that core is not taken from it.
+      if (input && input->opening()) reference_open.make_values_ahead = false;
+      passes.like = read_like(args->like, reference_open);
     } catch (const Error& e) {
       print_error(e);
       return exit_code_for(e);

@@ -29,6 +29,8 @@ class ReadAhead {
   /// first time it is asked for that path; Checkpoint::open for anything
   /// else. `options` must be what was given to the constructor.
   InputReader reader();
+  /// Whether the input is being opened on a thread of its own.
+  bool opening() const { return opened_.valid(); }
 
  private:
   std::string path_;

@@ -51,6 +51,7 @@ Checkpoint open_input(std::shared_ptr<const InputFile> file, const OpenOptions& 
   impl->salvage = salvage;
   impl->limits = options.limits;
   impl->leave_payloads_in_file = options.leave_payloads_in_file;
+  impl->make_values_ahead = options.make_values_ahead;
   const std::string name = impl->file->name();  // a copy: impl goes into the Checkpoint, which may not survive
   return error_boundary(name, [&] {
     switch (reading) {

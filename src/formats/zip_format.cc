@@ -14,6 +14,7 @@
 #include "model/torch_objects.h"
 #include "pickle/global_policy.h"
 #include "pickle/unpickler.h"
+#include "pickle/value_room.h"
 
 namespace ckptfix {
 namespace {
@@ -166,6 +167,10 @@ void refuse_torchscript(const std::function<bool(const std::string& prefix)>& ha
 
 namespace {
 
+// A data.pkl this large (100,000 values or so) has the memory of its values
+// made on a second thread; a smaller one is read before that would pay.
+constexpr uint64_t kValuesAheadFrom = uint64_t{1} << 20;
+
 // A stored data.pkl (torch never deflates it) is parsed where it lies in
 // the file mapping, so only the pages of its opcodes are touched; with
 // leave_payloads_in_file its large str and bytes are not read at all, and
@@ -190,6 +195,10 @@ void parse_data_pickle(CheckpointImpl& impl, const ZipReader& zip, const ZipEntr
     pickle_bytes = as_bytes(inflated);
   }
   try {
+    // A large pickle's values have their memory made on a second thread
+    // meanwhile (pickle/value_room.h; OpenOptions::make_values_ahead).
+    std::optional<ValueRoom> room;
+    if (impl.make_values_ahead && pickle_bytes.size() >= kValuesAheadFrom) room.emplace(impl.graph);
     parse_object_pickle(impl, pickle_bytes, pickle.name, unpickle_options);
   } catch (...) {
     mapped.check_intact();  // lost bytes read as zeros: that is the error, not what the parser made of them

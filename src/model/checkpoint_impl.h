@@ -134,6 +134,8 @@ struct CheckpointImpl {
   /// OpenOptions::leave_payloads_in_file: the reader leaves large str and
   /// bytes payloads of a stored data.pkl in the file (Value::in_file).
   bool leave_payloads_in_file = false;
+  /// OpenOptions::make_values_ahead.
+  bool make_values_ahead = true;
   /// With leave_payloads_in_file: bytes of the object pickle in memory, the
   /// parsed opcodes plus every payload read in since (model/payloads.h), so
   /// that together they stay within ReadLimits::max_pickle_bytes.

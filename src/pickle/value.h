@@ -51,6 +51,7 @@ enum class ObjectCreation : uint8_t {
 };
 
 struct Value;
+class ValueRoom;
 
 /// An offset in the pickle that nothing has (a value a pass made).
 inline constexpr uint64_t kNoOffset = ~uint64_t{0};
@@ -207,11 +208,13 @@ class ValueGraph {
       return v;
     }
     if (chunks_.empty() || used_in_last_ == kChunk) {
-      if (room_.empty()) {
-        chunks_.push_back(std::make_unique<Value[]>(kChunk));
-      } else {
+      if (!room_.empty()) {
         chunks_.push_back(std::move(room_.back()));
         room_.pop_back();
+      } else if (std::unique_ptr<Value[]> made = shared_room_ != nullptr ? take_shared_room() : nullptr) {
+        chunks_.push_back(std::move(made));
+      } else {
+        chunks_.push_back(new_chunk());
       }
       used_in_last_ = 0;
     }
@@ -260,7 +263,13 @@ class ValueGraph {
   /// first touch was nearly half the time a pickle of 100,000 tensors took
   /// to read; a graph about to be filled on a thread short of time is made
   /// room for on one that is idle (verify/early_reparse.h).
-  void add_room() { room_.push_back(std::make_unique<Value[]>(kChunk)); }
+  void add_room() { room_.push_back(new_chunk()); }
+  /// Takes the chunks `room` makes on its thread, when it has one ready,
+  /// before new memory (pickle/value_room.h); null: no more. Only the
+  /// ValueRoom calls this, as it starts and stops.
+  void take_room_from(ValueRoom* room) { shared_room_ = room; }
+  /// The memory of a chunk of values, every page of it written.
+  static std::unique_ptr<Value[]> new_chunk() { return std::make_unique<Value[]>(kChunk); }
   /// Values that can be made without new memory.
   size_t room() const {
     return room_.size() * kChunk + (chunks_.empty() ? 0 : kChunk - used_in_last_);
@@ -298,6 +307,8 @@ class ValueGraph {
   std::vector<std::unique_ptr<Value[]>> chunks_;
   size_t used_in_last_ = 0;
   std::vector<std::unique_ptr<Value[]>> room_;  // chunks made ahead (add_room), taken before new ones
+  ValueRoom* shared_room_ = nullptr;            // chunks made on another thread, taken next
+  std::unique_ptr<Value[]> take_shared_room();  // (value_room.cc)
   std::vector<Value*> free_;
   size_t first_serial_ = 0;
 };

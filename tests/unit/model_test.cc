@@ -2,9 +2,14 @@
 // files, state dicts and paths, and one test per model-level error.
 #include <gtest/gtest.h>
 
+#include <fstream>
+#include <iterator>
+
 #include "ckptfix/checkpoint.h"
 #include "ckptfix/prefixes.h"
+#include "ckptfix/save.h"
 #include "model/torch_objects.h"
+#include "pickle/pickler.h"
 #include "test_support.h"
 
 namespace ckptfix {
@@ -220,6 +225,37 @@ TEST(Model, ErrorDangerousGlobalInDataPickle) {
   p.proto().global("subprocess", "check_output").raw("(").unicode("id").raw("tR.");
   expect_error([&] { Checkpoint::from_bytes(checkpoint_with(p.str(), ""), "evil.pt"); }, ErrorKind::kUnsafe,
                "'evil.pt': archive/data.pkl+0x2: refusing to load: the pickle references the dangerous global 'subprocess.check_output'");
+}
+
+class ValuesAheadTest : public test::TempDirTest {};
+
+TEST_F(ValuesAheadTest, ALargePickleOpensTheSameWithItsValuesMadeAheadOrNot) {
+  // A data.pkl of more than 1 MiB, where opening makes its values' memory
+  // on a second thread (OpenOptions::make_values_ahead): saved again, the
+  // checkpoint is byte for byte the one opened without.
+  ValueGraph source;
+  Value* root = source.make(ValueKind::kDict);
+  for (int i = 0; i < 60000; ++i) {
+    root->entries().emplace_back(source.make_str("layers." + std::to_string(i) + ".scale"),
+                                 source.make_tuple({source.make_int(i), source.make_str("cpu")}));
+  }
+  const std::string pickle = pickle_protocol2(root);
+  ASSERT_GT(pickle.size(), size_t{1} << 20);
+  const std::filesystem::path in = dir_ / "large.pt";
+  {
+    std::ofstream(in, std::ios::binary) << ZipBuilder().add("data.pkl", pickle).add("version", "3\n").finish();
+  }
+  std::string saved[2];
+  for (const bool ahead : {true, false}) {
+    OpenOptions options;
+    options.make_values_ahead = ahead;
+    const std::filesystem::path out = dir_ / (ahead ? "ahead.pt" : "plain.pt");
+    save(Checkpoint::open(in, options), out);
+    std::ifstream file(out, std::ios::binary);
+    saved[ahead] = std::string(std::istreambuf_iterator<char>(file), {});
+  }
+  EXPECT_GT(saved[1].size(), pickle.size());
+  EXPECT_EQ(saved[1], saved[0]);
 }
 
 }  // namespace

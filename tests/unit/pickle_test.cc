@@ -4,10 +4,12 @@
 #include <gtest/gtest.h>
 
 #include <chrono>
+#include <thread>
 
 #include "pickle/global_policy.h"
 #include "pickle/pickler.h"
 #include "pickle/unpickler.h"
+#include "pickle/value_room.h"
 #include "test_support.h"
 
 namespace ckptfix {
@@ -358,6 +360,35 @@ TEST(ValueGraph, ValuesMadeInRoomMadeAheadAreAsAnyOthers) {
   for (int i = 0; i < 2000; ++i) graph.make_none();  // past it: new memory as ever
   EXPECT_EQ(graph.size(), 3500u);
   EXPECT_EQ(graph.serial_end(), 3500u);
+}
+
+TEST(ValueRoom, APickleReadWhileItMakesRoomIsReadAsWithout) {
+  // 50,000 entries of a few values each, pickled, then read back twice:
+  // into a graph taking its chunks from a ValueRoom, and into a plain one.
+  ValueGraph source;
+  Value* root = source.make(ValueKind::kDict);
+  for (int i = 0; i < 50000; ++i) {
+    root->entries().emplace_back(source.make_str("layers." + std::to_string(i) + ".weight"),
+                                 source.make_tuple({source.make_int(i), source.make(ValueKind::kNone)}));
+  }
+  const std::string bytes = pickle_protocol2(root);
+  ValueGraph plain;
+  const UnpickleResult without = unpickle(as_bytes(bytes), plain);
+  ValueGraph roomy;
+  size_t taken = 0;
+  {
+    ValueRoom room(roomy);
+    std::this_thread::sleep_for(std::chrono::milliseconds(30));  // some chunks made ahead
+    const UnpickleResult with = unpickle(as_bytes(bytes), roomy);
+    EXPECT_EQ(pickle_protocol2(with.root), pickle_protocol2(without.root));
+    taken = room.taken();
+  }
+  EXPECT_GT(taken, 0u);  // the room was used
+  EXPECT_EQ(roomy.size(), plain.size());
+  EXPECT_EQ(roomy.serial_end(), plain.serial_end());
+  // Detached: the graph makes its own chunks again.
+  for (int i = 0; i < 5000; ++i) roomy.make_none();
+  EXPECT_EQ(roomy.size(), plain.size() + 5000);
 }
 
 TEST(Pickler, RejectsATupleThatContainsItself) {
