@@ -19,6 +19,9 @@
 #     the same repair, and uninstalls leaving nothing (tests/release/test_wheel.sh);
 #     the aarch64 wheel's metadata and RECORD are checked.
 #  6. SHA256SUMS matches the files.
+#  2b. The x86_64 binary runs docs/ci.md's Kubernetes Indexed Job arguments,
+#     stopped (SIGTERM, SIGKILL) and retried: the retry finishes the work and
+#     leaves what the first attempt finished (tests/cli/test_job_array.py).
 #  7. The x86_64 C++ package, unpacked into an empty prefix, builds the
 #     examples with default flags against this machine's LibTorch and sid's,
 #     and its loader's forward output equals Python's (tests/release/test_cxx_package.sh).
@@ -97,6 +100,9 @@ for tarball in "$DIST"/ckptfix-*-linux-*.tar.gz; do
         fail "$name does not repair the fixture in a bare $suite root"
       fi
     done
+    # 2b. A retried Kubernetes Indexed Job, by the release binary.
+    /usr/bin/python3 tests/cli/test_job_array.py --ckptfix "$bin" JobArrayTest.test_kubernetes_indexed_job_retried ||
+      fail "$name: a retried Kubernetes Indexed Job does not finish the work"
   else
     # 3. Under qemu, with bullseye's arm64 glibc.
     command -v qemu-aarch64-static >/dev/null 2>&1 || {

@@ -18,6 +18,7 @@ std::string_view to_string(ErrorKind kind) {
     case ErrorKind::kGpu: return "gpu";
     case ErrorKind::kLimit: return "limit";
     case ErrorKind::kInternal: return "internal";
+    case ErrorKind::kInterrupted: return "interrupted";
   }
   return "unknown";
 }

@@ -35,6 +35,7 @@ enum class ErrorKind {
   kGpu,             ///< the GPU load test was required but could not run, or failed
   kLimit,           ///< the input exceeds a resource limit (ReadLimits); it may be sound, and raising the limit reads it
   kInternal,        ///< a failure that is a bug in ckptfix (an unexpected exception, reported instead of a crash)
+  kInterrupted,     ///< the work was stopped from outside (interrupt.h: a signal) before it was complete
 };
 
 /// Stable lower-case name of an ErrorKind, e.g. "corrupt" (used in JSON reports).

@@ -19,6 +19,7 @@
 #include <vector>
 
 #include "ckptfix/checkpoint.h"
+#include "ckptfix/outputs.h"
 #include "ckptfix/verify.h"
 
 namespace ckptfix {
@@ -35,6 +36,7 @@ struct SafetensorsOptions {
   /// file (an entry here replaces the input's of the same key).
   std::vector<std::pair<std::string, std::string>> metadata;
   bool overwrite = false;  ///< replace an existing output file
+  OutputPolicy policy;     ///< what the write may not touch, records, keeps (outputs.h; see SaveOptions)
   bool sync = false;       ///< fsync the file and its directory (see SaveOptions)
   bool verify = true;      ///< verify before the rename (off only on request)
   VerifyOptions verify_options;  ///< GPU load test, limits
@@ -56,6 +58,9 @@ struct SafetensorsResult {
   uint64_t bytes = 0;    ///< size of the files written
   size_t tensors = 0;    ///< tensors in them
   std::vector<std::string> files;  ///< the files written (a shard set's index last)
+  /// The one file was already there with the same bytes and was kept as it
+  /// was (OutputPolicy::keep_identical).
+  bool kept_existing = false;
   /// Keys written more than once because they share bytes (tied weights,
   /// views of one storage), one group per storage, in state-dict order.
   std::vector<std::vector<std::string>> shared;

@@ -10,6 +10,7 @@
 #include <vector>
 
 #include "ckptfix/checkpoint.h"
+#include "ckptfix/outputs.h"
 #include "ckptfix/verify.h"
 
 namespace ckptfix {
@@ -21,6 +22,9 @@ struct SaveOptions {
   std::string archive_root;
   /// Replace an existing output file.
   bool overwrite = false;
+  /// What the write may not touch, what it records on its output, and
+  /// whether an identical output already there is kept (outputs.h).
+  OutputPolicy policy;
   /// fsync the new file before the rename and its directory after, for
   /// durability across power loss (the rename is atomic either way).
   bool sync = false;
@@ -85,6 +89,9 @@ struct SaveResult {
   std::vector<Record> records;  ///< every record written, in order
   /// What verification checked (empty when it was turned off).
   std::optional<VerifyReport> verification;
+  /// The output was already there with the same bytes and was kept as it
+  /// was (OutputPolicy::keep_identical): nothing was replaced.
+  bool kept_existing = false;
   /// The GPU load test done while reading records back during the write.
   GpuReport readback_gpu;
 };

@@ -11,6 +11,7 @@
 
 #include "bytes/load_test_opening.h"
 #include "bytes/xxh3.h"
+#include "io/interrupt.h"
 #include "ckptfix/error.h"
 #include "zip/crc32.h"
 #include "io/system_calls.h"
@@ -111,6 +112,7 @@ void ByteChecker::sum_piece(std::span<const std::byte> piece) {
 }
 
 void ByteChecker::updated(uint64_t bytes) {
+  stop_point();  // every piece read back passes here
   if (running_->device) compare(false);
   done_ += bytes;
   if (progress_) progress_("verifying", done_, total_);

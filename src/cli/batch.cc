@@ -1,17 +1,16 @@
 #include "cli/batch.h"
 
 #include <algorithm>
+#include <cerrno>
 #include <atomic>
 #include <chrono>
-#include <condition_variable>
-#include <filesystem>
 #include <iostream>
 #include <mutex>
 #include <thread>
 
 #include "ckptfix/error.h"
-#include "ckptfix/passes.h"
 #include "cli/report.h"
+#include "cli/stop.h"
 
 namespace ckptfix::cli {
 
@@ -20,30 +19,23 @@ std::string_view status_name(OutcomeStatus status) {
     case OutcomeStatus::kOk: return "ok";
     case OutcomeStatus::kUnchanged: return "unchanged";
     case OutcomeStatus::kFailed: return "failed";
+    case OutcomeStatus::kInterrupted: return "interrupted";
   }
   return "failed";
 }
-namespace {
-
-namespace fs = std::filesystem;
-
-const std::vector<std::string> kDefaultGlobs = {"*.pt", "*.pth", "*.bin", "*.ckpt"};
-
-bool matches(const std::vector<std::string>& globs, const std::string& name) {
-  return std::any_of(globs.begin(), globs.end(), [&](const std::string& g) { return glob_match(g, name); });
-}
-
-}  // namespace
 
 void add_batch_options(CLI::App* cmd, BatchArgs& args) {
   cmd->add_option("inputs", args.inputs, "Checkpoint files (and directories, with --recursive)")->required();
   cmd->add_flag("-r,--recursive", args.recursive,
-                "Process every *.pt, *.pth, *.bin and *.ckpt file under directory inputs");
+                "Process every *.pt, *.pth, *.bin and *.ckpt file under directory inputs (docs/cli.md, \"What -r "
+                "takes\")");
   cmd->add_option("--glob", args.globs, "File name glob for --recursive (repeatable; replaces the default set)")
       ->allow_extra_args(false);
-  cmd->add_option("-j,--jobs", args.jobs, "Files processed in parallel (default: one per core, or --threads)")
-      ->check(CLI::NonNegativeNumber);
+  cmd->add_option("-j,--jobs", args.jobs, "Files processed in parallel (default: one per core, or --threads)");
   cmd->add_flag("--json", args.json, "Print one JSON report on stdout (schema in docs/cli.md)");
+  cmd->add_option("--report", args.report,
+                  "Write the JSON report to FILE (beside it, then renamed into place when complete), whatever "
+                  "stdout shows");
   cmd->add_flag("-q,--quiet", args.quiet, "Print nothing but errors");
   add_limit_option(cmd, args.limits);
   cmd->add_option("--tag", args.tag,
@@ -52,67 +44,10 @@ void add_batch_options(CLI::App* cmd, BatchArgs& args) {
 }
 
 std::vector<Input> expand_inputs(const BatchArgs& args) {
-  const std::vector<std::string>& globs = args.globs.empty() ? kDefaultGlobs : args.globs;
-  std::vector<Input> out;
-  if (!args.tag.empty() && (args.tag == "." || args.tag == ".." || args.tag.find('/') != std::string::npos)) {
-    throw Error(ErrorKind::kInvalidArgument, "--tag '" + args.tag + "': a tag is the name of a directory in the "
-                                             "checkpoint directory (what DeepSpeed's `latest` holds)");
+  if (args.jobs < 0) {
+    throw Error(ErrorKind::kInvalidArgument, "--jobs " + std::to_string(args.jobs) + ": give a number of files, 1 or more (0: one per core)");
   }
-  if (!args.tag.empty() && args.recursive) {
-    throw Error(ErrorKind::kInvalidArgument, "--tag names one tag of the checkpoint directories given, not of "
-                                             "those --recursive finds");
-  }
-  for (const std::string& arg : args.inputs) {
-    std::error_code ec;
-    if (!args.tag.empty()) {
-      // The tag directory, named for outputs after its checkpoint directory.
-      const fs::path checkpoint = fs::path(arg).lexically_normal();
-      std::string relative = checkpoint.filename().string();
-      if (relative.empty()) relative = checkpoint.parent_path().filename().string();
-      if (!fs::is_directory(arg, ec)) {
-        out.push_back({arg, "", "--tag reads a tag of a DeepSpeed checkpoint directory, and this is no directory"});
-      } else if (!fs::is_directory(checkpoint / args.tag, ec)) {
-        out.push_back({arg, "", "has no tag directory '" + args.tag + "' (--tag)"});
-      } else {
-        out.push_back({(checkpoint / args.tag).string(), relative, ""});
-      }
-      continue;
-    }
-    // A distributed or DeepSpeed checkpoint directory is one checkpoint.
-    if (!fs::is_directory(arg, ec) || is_checkpoint_directory(arg)) {
-      out.push_back({arg, fs::path(arg).lexically_normal().filename().string(), ""});
-      if (out.back().relative.empty()) out.back().relative = fs::path(arg).lexically_normal().parent_path().filename().string();
-      continue;
-    }
-    if (!args.recursive) {
-      out.push_back({arg, "", "is a directory; use --recursive to process the checkpoints under it"});
-      continue;
-    }
-    std::vector<Input> found;
-    for (fs::recursive_directory_iterator it(arg, ec), end; it != end; it.increment(ec)) {
-      if (ec) break;
-      if (it->is_directory(ec) && is_checkpoint_directory(it->path())) {
-        found.push_back({it->path().string(), fs::relative(it->path(), arg).string(), ""});
-        it.disable_recursion_pending();
-        continue;
-      }
-      if (!it->is_regular_file(ec) || !matches(globs, it->path().filename().string())) continue;
-      found.push_back({it->path().string(), fs::relative(it->path(), arg).string(), ""});
-    }
-    if (ec) throw Error(ErrorKind::kIo, "cannot list directory: " + ec.message()).in_file(arg);
-    std::sort(found.begin(), found.end(), [](const Input& a, const Input& b) { return a.path < b.path; });
-    if (found.empty()) {
-      // Nothing to do is not success: a gate over a wrong or empty
-      // directory must not pass silently.
-      std::string names;
-      for (const std::string& g : globs) names += (names.empty() ? "" : ", ") + g;
-      out.push_back({arg, "", "no checkpoint found under this directory (files named " + names +
-                                  ", or distributed or DeepSpeed checkpoint directories; --glob chooses other names)"});
-      continue;
-    }
-    out.insert(out.end(), found.begin(), found.end());
-  }
-  return out;
+  return expand_inputs(InputArgs{args.inputs, args.recursive, args.globs, args.tag, args.exclude});
 }
 
 Outcome failed_outcome(const Input& input, const std::exception& e) {
@@ -129,11 +64,12 @@ Outcome failed_outcome(const Input& input, const std::exception& e) {
     return Error(ErrorKind::kInternal, std::string("internal error: ") + e.what() + " (a bug in ckptfix)");
   }();
   err.in_file(input.path);
+  if (err.kind() == ErrorKind::kInterrupted) o.status = OutcomeStatus::kInterrupted;
   const std::string message = cli_message(err);
   o.exit_code = exit_code_for(err);
   o.doc["error_kind"] = to_string(err.kind());
   o.doc["path"] = input.path;
-  o.doc["status"] = status_name(OutcomeStatus::kFailed);
+  o.doc["status"] = status_name(o.status);
   o.doc["error"] = message;
   o.err = "ckptfix: error: " + message + "\n";
   if (!err.details().empty()) {
@@ -161,55 +97,89 @@ unsigned threads_per_job(const BatchArgs& args, size_t inputs) {
   return jobs == 1 ? 0 : static_cast<unsigned>(std::max<size_t>(2, share));
 }
 
-BatchResult run_batch(const std::vector<Input>& inputs, const BatchArgs& args, const Work& work) {
+namespace {
+
+// An input the run did not start: it was told to stop first.
+Outcome not_started(const Input& input) {
+  Outcome o;
+  o.status = OutcomeStatus::kInterrupted;
+  o.exit_code = kExitFailed;
+  o.doc = {{"path", input.path},
+           {"status", status_name(o.status)},
+           {"error_kind", to_string(ErrorKind::kInterrupted)},
+           {"error", "'" + printable(input.path) + "': " + not_started_reason()}};
+  return o;
+}
+
+}  // namespace
+
+BatchResult run_batch(const std::vector<Input>& inputs, const BatchArgs& args, const Work& work, JsonReport& report,
+                      const std::function<void(Outcome&)>& each) {
   const auto start = std::chrono::steady_clock::now();
   const size_t jobs = batch_jobs(args, inputs.size());
   ProgressDisplay display(!args.quiet && !args.json && ProgressDisplay::stderr_is_terminal(), jobs);
 
   BatchResult result;
-  result.outcomes.resize(inputs.size());
-  std::vector<bool> done(inputs.size(), false);
+  result.inputs = inputs.size();
+  // Outcomes finished out of order wait here until the ones before them
+  // are done; each is dropped once printed, so memory stays with the
+  // inputs' paths, whatever their number.
+  std::vector<std::unique_ptr<Outcome>> waiting(inputs.size());
   std::mutex mutex;
   size_t next_to_print = 0;
   std::atomic<size_t> next_input{0};
 
   // Prints finished outcomes in input order (called with `mutex` held).
   auto flush_in_order = [&] {
-    while (next_to_print < inputs.size() && done[next_to_print]) {
-      const Outcome& o = result.outcomes[next_to_print++];
+    while (next_to_print < inputs.size() && waiting[next_to_print]) {
+      const std::unique_ptr<Outcome> done = std::move(waiting[next_to_print++]);
+      Outcome& o = *done;
+      if (each) each(o);
       // Quiet: nothing on success; a failure's text (check's violations) and errors still.
-      const bool print_out = !args.json && !o.out.empty() && (!args.quiet || o.status == OutcomeStatus::kFailed);
-      if (print_out) std::cout << o.out << std::flush;
-      std::string err = o.err;
-      if (args.quiet && o.status != OutcomeStatus::kFailed) err.clear();
-      if (!err.empty()) display.print(err);
+      const bool failed = o.status == OutcomeStatus::kFailed;
+      if (!args.json && !o.out.empty() && (!args.quiet || failed)) print_out(o.out);
+      // An input the run's stop interrupted (a signal, standard output
+      // failing) is said by the run's last line, not one of its own.
+      const bool said_at_the_end = o.status == OutcomeStatus::kInterrupted && stopping();
+      if (!o.err.empty() && (!args.quiet || failed || o.status == OutcomeStatus::kInterrupted) && !said_at_the_end) {
+        display.print(o.err);
+      }
+      report.add_input(o.doc);
+      switch (o.status) {
+        case OutcomeStatus::kOk: ++result.ok; break;
+        case OutcomeStatus::kUnchanged: ++result.unchanged; break;
+        case OutcomeStatus::kFailed: ++result.failed; break;
+        case OutcomeStatus::kInterrupted: ++result.interrupted; break;
+      }
+      result.exit_code = std::max(result.exit_code, o.exit_code);
     }
   };
 
   auto worker = [&](size_t slot) {
     for (size_t i; (i = next_input++) < inputs.size();) {
       const Input& input = inputs[i];
-      Outcome outcome;
-      if (!input.error.empty()) {
-        outcome = failed_outcome(input, Error(ErrorKind::kNotCheckpoint, input.error).in_file(input.path));
+      auto outcome = std::make_unique<Outcome>();
+      if (stopping()) {
+        *outcome = not_started(input);
+      } else if (!input.error.empty()) {
+        *outcome = failed_outcome(input, Error(input.kind, input.error).in_file(input.path));
       } else {
         display.begin(slot, input.path);
         set_current_input(input.path);
         Progress progress(display.enabled() ? &display : nullptr, slot);
         const auto t0 = std::chrono::steady_clock::now();
         try {
-          outcome = work(input, progress);
+          *outcome = work(input, progress);
         } catch (const std::exception& e) {  // work should not throw; never lose an input if it does
-          outcome = failed_outcome(input, e);
+          *outcome = failed_outcome(input, e);
         }
-        outcome.doc["seconds"] = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
+        outcome->doc["seconds"] = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
         display.end(slot);
+        set_current_input("");
+        rearm_memory_reserve();
       }
-      set_current_input("");
-      rearm_memory_reserve();
       std::lock_guard<std::mutex> lock(mutex);
-      result.outcomes[i] = std::move(outcome);
-      done[i] = true;
+      waiting[i] = std::move(outcome);
       flush_in_order();
     }
   };
@@ -218,38 +188,33 @@ BatchResult run_batch(const std::vector<Input>& inputs, const BatchArgs& args, c
   worker(0);
   for (std::thread& t : threads) t.join();
 
-  for (const Outcome& o : result.outcomes) {
-    if (o.status == OutcomeStatus::kFailed) {
-      ++result.failed;
-    } else if (o.status == OutcomeStatus::kUnchanged) {
-      ++result.unchanged;
-    } else {
-      ++result.ok;
-    }
-    result.exit_code = std::max(result.exit_code, o.exit_code);
-  }
   result.seconds = std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
   return result;
 }
 
-int finish_batch(const std::string& command, const BatchArgs& args, const BatchResult& result,
-                 const nlohmann::json& extra) {
-  if (args.json) {
-    nlohmann::json inputs = nlohmann::json::array();
-    for (const Outcome& o : result.outcomes) inputs.push_back(o.doc);
-    nlohmann::json out = {{"ckptfix", version()}, {"schema", 1}, {"command", command}, {"inputs", inputs}};
-    for (const auto& [key, value] : extra.items()) out[key] = value;
-    out["summary"] = {{"ok", result.ok},
-                      {"unchanged", result.unchanged},
-                      {"failed", result.failed},
-                      {"seconds", result.seconds}};
-    std::cout << json_text(std::move(out)) << std::endl;
+int finish_batch(const std::string& command, const BatchArgs& args, const BatchResult& result, JsonReport& report) {
+  nlohmann::json summary = {{"ok", result.ok},
+                            {"unchanged", result.unchanged},
+                            {"failed", result.failed},
+                            {"interrupted", result.interrupted},
+                            {"seconds", result.seconds}};
+  int code = result.exit_code;
+  if (!report.finish(summary)) code = std::max(code, kExitFailed);
+  if (stdout_error() == EPIPE) return code;  // a closed pipe ends a run without a word (stop.h)
+  if (!args.json && !args.quiet && result.inputs > 1) {
+    std::cerr << "ckptfix: " << command << ": " << result.inputs << " files: " << result.ok << " ok, "
+              << result.unchanged << " unchanged, " << result.failed << " failed"
+              << (result.interrupted > 0 ? ", " + std::to_string(result.interrupted) + " interrupted" : "")
+              << std::endl;
   }
-  if (!args.json && !args.quiet && result.outcomes.size() > 1) {
-    std::cerr << "ckptfix: " << command << ": " << result.outcomes.size() << " files: " << result.ok << " ok, "
-              << result.unchanged << " unchanged, " << result.failed << " failed" << std::endl;
+  if (stop_signal() != 0) {
+    const size_t done = result.ok + result.unchanged + result.failed;
+    say_interrupted(std::to_string(done) + " of " + std::to_string(result.inputs) + " input" +
+                    (result.inputs == 1 ? "" : "s") + " done, " + std::to_string(result.interrupted) +
+                    " not; nothing unfinished was left behind" +
+                    (args.wants_json() ? "; the report lists each input's outcome" : ""));
   }
-  return result.exit_code;
+  return code;
 }
 
 }  // namespace ckptfix::cli

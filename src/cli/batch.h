@@ -1,6 +1,6 @@
-// Many inputs: expanding directories, running files in parallel, printing
-// each file's text in input order, and the JSON envelope every command
-// shares (docs/cli.md, "JSON reports").
+// Many inputs: running them in parallel, printing each one's text in input
+// order, streaming the JSON report every command shares (docs/cli.md,
+// "JSON reports"), and stopping early when told to (stop.h).
 #pragma once
 
 #include <functional>
@@ -10,6 +10,8 @@
 #include <CLI/CLI.hpp>
 #include <nlohmann/json.hpp>
 
+#include "cli/input_walk.h"
+#include "cli/json_report.h"
 #include "cli/progress.h"
 
 namespace ckptfix::cli {
@@ -24,32 +26,29 @@ struct BatchArgs {
   /// the --jobs files; 0: one per core.
   unsigned threads = 0;
   bool json = false;
+  std::string report;  ///< --report FILE: the JSON report, written to FILE
   bool quiet = false;
   std::vector<std::string> limits;  ///< --limit NAME=VALUE
   /// --tag: DeepSpeed checkpoint directories are read at this tag (a
   /// directory in each) instead of the one their `latest` names.
   std::string tag;
+  /// A directory the walk leaves out: the rewriting commands' --out-dir.
+  std::string exclude;
+
+  /// Whether each input's JSON object is needed: --json or --report.
+  bool wants_json() const { return json || !report.empty(); }
 };
 
-/// Adds INPUTS..., --recursive, --glob, --jobs, --json, --quiet, --limit, --tag.
+/// Adds INPUTS..., --recursive, --glob, --jobs, --json, --report, --quiet, --limit, --tag.
 void add_batch_options(CLI::App* cmd, BatchArgs& args);
 
-/// One input file.
-struct Input {
-  std::string path;      ///< to open
-  std::string relative;  ///< its path below the directory it was found in (or its file name)
-  std::string error;     ///< set when the argument cannot be used (a directory without --recursive)
-};
-
-/// Expands directories (with --recursive) into their matching files, sorted;
-/// with --tag, each input is its tag directory. Throws Error(kInvalidArgument)
-/// for a --tag that is no plain name or comes with --recursive.
+/// The inputs the arguments name (input_walk.h).
 std::vector<Input> expand_inputs(const BatchArgs& args);
 
 /// What one input produced.
-enum class OutcomeStatus { kOk, kUnchanged, kFailed };
+enum class OutcomeStatus { kOk, kUnchanged, kFailed, kInterrupted };
 
-/// "ok", "unchanged", "failed": the JSON reports' names.
+/// "ok", "unchanged", "failed", "interrupted": the JSON reports' names.
 std::string_view status_name(OutcomeStatus status);
 
 struct Outcome {
@@ -64,8 +63,8 @@ struct Outcome {
 using Work = std::function<Outcome(const Input& input, Progress& progress)>;
 
 struct BatchResult {
-  std::vector<Outcome> outcomes;  ///< in input order
-  size_t ok = 0, unchanged = 0, failed = 0;
+  size_t inputs = 0;
+  size_t ok = 0, unchanged = 0, failed = 0, interrupted = 0;
   double seconds = 0;
   int exit_code = 0;
 };
@@ -81,16 +80,20 @@ size_t batch_jobs(const BatchArgs& args, size_t inputs);
 /// its limit).
 unsigned threads_per_job(const BatchArgs& args, size_t inputs);
 
-/// Runs `work` on every input with batch_jobs() workers, printing each outcome's
-/// text in input order as soon as the ones before it are done.
-BatchResult run_batch(const std::vector<Input>& inputs, const BatchArgs& args, const Work& work);
+/// Runs `work` on every input with batch_jobs() workers, printing each
+/// outcome's text and adding its object to `report` in input order as soon
+/// as the ones before it are done; `each`, when given, sees each outcome
+/// first (inspect takes its tensors out). Once the run is stopping
+/// (stop.h), no input is started: the rest are reported interrupted.
+BatchResult run_batch(const std::vector<Input>& inputs, const BatchArgs& args, const Work& work, JsonReport& report,
+                      const std::function<void(Outcome&)>& each = {});
 
-/// Prints the JSON report (with `extra` top-level fields) or, for more than
-/// one input, the summary line; returns the exit code.
-int finish_batch(const std::string& command, const BatchArgs& args, const BatchResult& result,
-                 const nlohmann::json& extra = nlohmann::json::object());
+/// Ends the report with its summary, prints the summary line for more than
+/// one input, and, for a run that was stopped, the line that says so;
+/// returns the exit code.
+int finish_batch(const std::string& command, const BatchArgs& args, const BatchResult& result, JsonReport& report);
 
-/// The Outcome of an input that failed with `e`.
+/// The Outcome of an input that failed with `e` (interrupted, where `e` is).
 Outcome failed_outcome(const Input& input, const std::exception& e);
 
 }  // namespace ckptfix::cli

@@ -10,6 +10,7 @@
 // ckptfix models, or of each release --torch names.
 #include <algorithm>
 #include <map>
+#include <optional>
 
 #include "ckptfix/check.h"
 #include "ckptfix/error.h"
@@ -102,6 +103,7 @@ std::string violation_lines(const std::string& file, const std::vector<CheckViol
 int run(const CheckArgs& args) {
   CheckOptions options;
   std::vector<Input> inputs;
+  std::optional<JsonReport> report;
   try {
     options.open = open_options(args.batch.limits);
     options.allow_globals = args.allow_globals;
@@ -115,6 +117,7 @@ int run(const CheckArgs& args) {
     options.like = read_like(args.like, options.open);
     validate_check_options(options);
     inputs = expand_inputs(args.batch);
+    report.emplace("check", args.batch.json, args.batch.report);
   } catch (const Error& e) {
     print_error(e);
     return exit_code_for(e);
@@ -147,25 +150,32 @@ int run(const CheckArgs& args) {
       }
       violations = std::move(report.violations);
     } catch (const Error& thrown) {
-      // A file that does not open (damaged, dangerous, not a checkpoint)
-      // fails the gate: its error line (with, when damaged, what salvage
-      // could recover) is printed once, on stderr; the JSON report has it
-      // as its violation too.
+      if (thrown.kind() == ErrorKind::kInterrupted || thrown.kind() == ErrorKind::kInternal) {
+        return failed_outcome(input, thrown);  // ckptfix's own failure, not the file's: on stderr
+      }
+      // A file that does not open (damaged, dangerous, not a checkpoint,
+      // not readable) fails the gate: a violation like any other, on
+      // stdout, with what salvage could recover where it is damaged.
       const Error e = with_salvage_hint(thrown, input.path, options.open);
       o = failed_outcome(input, e);
-      violations.push_back({e.location().empty() ? "structure" : e.location(), e.message()});
+      o.err.clear();
+      // Where: in the input, or in another file of it (a shard, a rank's file), named.
+      std::string where = e.location().empty() ? "structure" : e.location();
+      if (!e.file().empty() && e.file() != printable(input.path)) {
+        where = "'" + e.file() + "'" + (e.location().empty() ? "" : " " + e.location());
+      }
+      violations.push_back({where, e.message()});
     } catch (const std::exception& e) {
-      o = failed_outcome(input, e);
-      violations.push_back({"structure", o.doc["error"].get<std::string>()});
+      return failed_outcome(input, e);
     }
-    const bool opened = o.err.empty();
+    const bool opened = o.status != OutcomeStatus::kFailed;
     o.doc["path"] = input.path;
     o.doc["violations"] = nlohmann::json::array();
     for (const CheckViolation& v : violations) o.doc["violations"].push_back({{"where", v.where}, {"what", v.what}});
     // Keys come from the file: printed, they are made printable, so that no
     // key can end a line and forge another ("model.pt: ok").
     const std::string shown_path = printable(input.path);
-    if (opened) o.out = violations.empty() ? shown_path + ": ok\n" : violation_lines(shown_path, violations, args.all);
+    o.out = violations.empty() ? shown_path + ": ok\n" : violation_lines(shown_path, violations, args.all);
     o.status = violations.empty() ? OutcomeStatus::kOk : OutcomeStatus::kFailed;
     o.exit_code = violations.empty() ? kExitOk : std::max(o.exit_code, kExitFailed);
     o.doc["status"] = status_name(o.status);
@@ -178,8 +188,19 @@ int run(const CheckArgs& args) {
     }
     o.err += like_hint;
     return o;
+  }, *report, [](Outcome& o) {
+    // An input the run could not use (a dangling link, an unreadable
+    // directory, a tree with no checkpoint) fails the gate as a file that
+    // does not open does: a violation on stdout.
+    if (o.status != OutcomeStatus::kFailed || o.doc.contains("violations")) return;
+    const std::string error = o.doc.value("error", "");
+    const std::string path = printable(o.doc.value("path", ""));
+    const std::string what = error.rfind("'" + path + "': ", 0) == 0 ? error.substr(path.size() + 4) : error;
+    o.doc["violations"] = nlohmann::json::array({{{"where", "structure"}, {"what", what}}});
+    o.out = path + ": structure: " + what + "\n";
+    o.err.clear();
   });
-  return finish_batch("check", args.batch, result);
+  return finish_batch("check", args.batch, result, *report);
 }
 
 }  // namespace

@@ -46,6 +46,14 @@ CommandRun register_fix(CLI::App& app) {
       finish_cast_options(dtype_like ? std::string() : args->dtype, args->from, passes);
       passes.fit = fit_options(args->like);
       passes.fit.dtype_like = dtype_like;
+      const bool any_pass = !passes.strip_prefixes.empty() || passes.auto_strip || !passes.add_prefix.empty() ||
+                            passes.to_device || !passes.device_map.empty() || passes.cast_to || dtype_like ||
+                            !args->like.like.empty() || passes.weights_only || passes.drop_unknown || passes.for_libtorch;
+      if (!any_pass) {
+        throw Error(ErrorKind::kInvalidArgument,
+                    "fix needs a pass: --strip-prefix, --auto-prefix, --add-prefix, --to, --map, --dtype, --like or "
+                    "--weights-only (ckptfix convert re-writes a file, or changes its format, alone)");
+      }
       if (!args->like.like.empty()) input.emplace(args->out.batch, rewrite_open_options(args->out, passes));
       OpenOptions reference_open = open_options(args->out.batch.limits);
       // The input is opened on the other core meanwhile, and the fit waits

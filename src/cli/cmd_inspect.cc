@@ -361,10 +361,13 @@ int run(const InspectArgs& inspect) {
   std::vector<Input> inputs;
   OpenOptions open;
   TorchVersion torch = default_torch_version();
+  std::optional<JsonReport> report;
   try {
     open = open_options(args.limits);
     if (inspect.torch) torch = parse_user_torch(*inspect.torch);
     inputs = expand_inputs(args);
+    report.emplace("inspect", args.json, args.report);
+    report->end_with_list("tensors");
   } catch (const Error& e) {
     print_error(e);
     return exit_code_for(e);
@@ -377,7 +380,7 @@ int run(const InspectArgs& inspect) {
       std::optional<StatsReport> stats;
       if (inspect.stats) stats = tensor_stats(ck);
       o.doc = describe(ck, torch, stats ? &*stats : nullptr, tensors);
-      o.doc["tensors"] = std::move(tensors);  // moved to the top level by run()
+      o.doc["tensors"] = std::move(tensors);  // moved to the top level's list as it is reported
       if (!args.json) {
         std::ostringstream text;
         print_human(ck, torch, stats ? &*stats : nullptr, o.doc, text);
@@ -387,16 +390,13 @@ int run(const InspectArgs& inspect) {
     } catch (const Error& e) {
       return failed_outcome(input, with_salvage_hint(e, input.path, open));
     }
-  });
-  // One top-level list of tensors over all inputs, each naming its file.
-  nlohmann::json tensors = nlohmann::json::array();
-  BatchResult report = result;
-  for (Outcome& o : report.outcomes) {
-    if (!o.doc.contains("tensors")) continue;
-    for (auto& t : o.doc["tensors"]) tensors.push_back(std::move(t));
+  }, *report, [&](Outcome& o) {
+    // One top-level list of tensors over all inputs, each naming its file.
+    if (!o.doc.contains("tensors")) return;
+    for (const auto& t : o.doc["tensors"]) report->add_to_list(t);
     o.doc.erase("tensors");
-  }
-  return finish_batch("inspect", args, report, {{"tensors", tensors}});
+  });
+  return finish_batch("inspect", args, result, *report);
 }
 
 }  // namespace

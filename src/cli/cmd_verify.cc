@@ -2,6 +2,7 @@
 // checkpoints stand on their own (structure, CRC-32 of every record, a safe
 // parse, every view inside its storage, every storage of the right size).
 #include <iostream>
+#include <optional>
 
 #include <nlohmann/json.hpp>
 
@@ -21,11 +22,13 @@ struct VerifyArgs {
 int run(const VerifyArgs& args) {
   VerifyOptions options;
   std::vector<Input> inputs;
+  std::optional<JsonReport> report;
   try {
     options.gpu = parse_gpu_mode(args.gpu);
     options.open = open_options(args.batch.limits);
     require_gpu_if_asked(options.gpu);
     inputs = expand_inputs(args.batch);
+    report.emplace("verify", args.batch.json, args.batch.report);
   } catch (const Error& e) {
     print_error(e);
     return exit_code_for(e);
@@ -48,8 +51,8 @@ int run(const VerifyArgs& args) {
     } catch (const Error& e) {
       return failed_outcome(input, with_salvage_hint(e, input.path, options.open));
     }
-  });
-  return finish_batch("verify", args.batch, result);
+  }, *report);
+  return finish_batch("verify", args.batch, result, *report);
 }
 
 }  // namespace

@@ -9,6 +9,7 @@
 #include "cli/commands.h"
 #include "cli/disposal.h"
 #include "cli/report.h"
+#include "cli/stop.h"
 #include "cli/suggestions.h"
 
 namespace {
@@ -80,13 +81,35 @@ std::vector<std::string> with_prefix_values_joined(int argc, char** argv) {
   return out;
 }
 
+// CLI11's words for a value that is no number, or out of range ("Could
+// not convert: --jobs = abc", "--threads: Value 0 not in range 1 to
+// 1024"), as one short line that names the option and the value.
+std::string numeric_option_message(const CLI::ParseError& e) {
+  const std::string text = e.what();
+  const std::string convert = "Could not convert: ";
+  if (dynamic_cast<const CLI::ConversionError*>(&e) != nullptr && text.rfind(convert, 0) == 0) {
+    const size_t eq = text.find(" = ", convert.size());
+    if (eq != std::string::npos) {
+      return text.substr(convert.size(), eq - convert.size()) + " '" + text.substr(eq + 3) + "': not a number";
+    }
+  }
+  const size_t value = text.find(": Value ");
+  const size_t range = text.find(" not in range ");
+  if (value != std::string::npos && range != std::string::npos && range > value) {
+    return text.substr(0, value) + " '" + text.substr(value + 8, range - value - 8) + "': give a number from " +
+           text.substr(range + 14);
+  }
+  return text;
+}
+
 }  // namespace
 
 int main(int argc, char** argv) {
   using namespace ckptfix::cli;
+  start_signal_thread();  // first: every thread made later inherits the blocked signals
   install_last_resort_handlers();
   raise_open_file_limit();
-  CLI::App app{"ckptfix: convert and repair PyTorch checkpoints without Python, never running pickle code"};
+  CLI::App app{"ckptfix: convert and repair PyTorch checkpoints without Python, never running pickle code", "ckptfix"};
   app.require_subcommand(1);
   app.set_version_flag("--version", [] { return version_text(); });
   std::vector<std::pair<std::string, CommandRun>> commands;
@@ -105,6 +128,12 @@ int main(int argc, char** argv) {
   commands.emplace_back("layout", register_layout(app));
 
   for (const auto& c : commands) set_command_flags(c.first, option_names(*app.get_subcommand(c.first)));
+
+  // `ckptfix` alone: what it does and its commands, as --help says it.
+  if (argc == 1) {
+    std::cerr << app.help() << std::flush;
+    return kExitUsage;
+  }
 
   // CLI11 would call an unknown command an unexpected argument; say it
   // plainly, with the command that was most likely meant.
@@ -142,7 +171,7 @@ int main(int argc, char** argv) {
   } catch (const CLI::CallForVersion& e) {
     return app.exit(e);
   } catch (const CLI::ParseError& e) {
-    std::string message = e.what();
+    std::string message = numeric_option_message(e);
     if (dynamic_cast<const CLI::ExtrasError*>(&e) != nullptr && argc > 1) {
       const std::string name = argv[1];
       for (const auto& c : commands) {
@@ -162,11 +191,14 @@ int main(int argc, char** argv) {
   try {
     for (auto& [name, run] : commands) {
       // What the command handed to disposal.h is left to the system.
-      if (app.get_subcommand(name)->parsed()) exit_now(run());
+      if (!app.get_subcommand(name)->parsed()) continue;
+      const int code = run();
+      end_if_pipe_closed();
+      exit_now(ending_exit_code(code));
     }
   } catch (const std::exception& e) {
     print_error(e);
-    return kExitFailed;
+    exit_now(ending_exit_code(kExitFailed));
   }
   return kExitUsage;
 }

@@ -63,6 +63,7 @@ constexpr std::pair<std::string_view, std::string_view> kFlagOfOption[] = {
     {"no_prefixes", "--no-prefix"},
     {"gpu", "--gpu"},
     {"overwrite", "--force"},
+    {"in_place", "--in-place"},
     {"drop_aliases", "--drop-aliases"},
     {"metadata", "--metadata"},
     {"max_shard_size", "--max-shard-size"},
@@ -238,9 +239,9 @@ Error with_salvage_hint(const Error& e, const std::string& path, const OpenOptio
 }
 
 int exit_code_for(const Error& e) {
-  // Both are fixed by changing the command line, not the input.
-  const bool usage = e.kind() == ErrorKind::kInvalidArgument || e.kind() == ErrorKind::kExists;
-  return usage ? kExitUsage : kExitFailed;
+  // Fixed by changing the command line, not the input. An output that
+  // exists is a problem of that input (a rerun writes the others): 1.
+  return e.kind() == ErrorKind::kInvalidArgument ? kExitUsage : kExitFailed;
 }
 
 nlohmann::json path_to_json(const Path& path) {

@@ -50,8 +50,8 @@ OpenOptions open_options(const std::vector<std::string>& limits);
 /// salvage would recover something; any other error as it is.
 Error with_salvage_hint(const Error& e, const std::string& path, const OpenOptions& options);
 
-/// Usage errors (bad option values, an output that exists without --force)
-/// exit with 2; everything else with 1.
+/// Usage errors (bad option values, outputs that collide) exit with 2;
+/// everything else with 1, an output that exists among them.
 int exit_code_for(const Error& e);
 
 /// ["state_dict", "conv.weight"] / [0, 1] as a JSON array.

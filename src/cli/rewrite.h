@@ -21,7 +21,7 @@ struct RewriteArgs {
   std::string out_dir;  ///< --out-dir: same relative paths under DIR
   bool in_place = false;
   bool in_place_offered = true;  ///< false for salvage, which never replaces its input
-  bool force = false;
+  bool force = false;  ///< --force: replace outputs, even those a rerun would take for done
   bool no_verify = false;
   bool sync = false;
   std::string gpu = "auto";
@@ -60,6 +60,11 @@ DType parse_user_dtype(const std::string& text, const std::string& flag);
 TorchVersion parse_user_torch(const std::string& text);
 /// The help text of --torch.
 std::string torch_option_help(const std::string& what);
+/// Parses --max-shard-size: "5GB" (decimal, as transformers reads it),
+/// "500MiB" (binary), "1000" (bytes); throws Error(kInvalidArgument).
+uint64_t parse_size(const std::string& text);
+/// Parses --metadata KEY=VALUE items; throws Error(kInvalidArgument).
+std::vector<std::pair<std::string, std::string>> parse_metadata(const std::vector<std::string>& items);
 
 /// What reading one input gave: the checkpoint, and what the reading itself
 /// did, for the front of the input's report line ("salvaged 11 of 13

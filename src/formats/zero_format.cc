@@ -533,6 +533,18 @@ void read_zero_checkpoint(CheckpointImpl& impl) {
           .in_file(dir.string());
     }
   }
+  if (salvage == nullptr && dp_known && dp->integer > static_cast<int64_t>(world) && !files.optimizer.empty()) {
+    // Ranks past the last file here: named as DeepSpeed names them, after a file that is.
+    const auto& [known_rank, known_name] = *files.optimizer.begin();
+    const std::string known = "zero_pp_rank_" + std::to_string(known_rank) + "_";
+    const size_t at = known_name.find(known);
+    std::string missing = at == std::string::npos ? std::string()
+                          : "'" + std::string(known_name).replace(at, known.size(), "zero_pp_rank_" + std::to_string(world) + "_") + "', ";
+    throw corrupt("the optimizer file of rank " + std::to_string(world) + " is missing (" + missing + "the model states say " +
+                  std::to_string(dp->integer) + " data-parallel ranks, and " + std::to_string(files.optimizer.size()) + " of their files " +
+                  (files.optimizer.size() == 1 ? "is" : "are") + " here)")
+        .in_file(dir.string());
+  }
   if (salvage == nullptr && dp_known && dp->integer != static_cast<int64_t>(world)) {
     throw corrupt("the model states say " + std::to_string(dp->integer) + " data-parallel ranks, and " +
                   std::to_string(world) + " optimizer files are here")

@@ -10,10 +10,12 @@
 #include <sys/ioctl.h>
 #include <sys/stat.h>
 #include <sys/vfs.h>
+#include <sys/xattr.h>
 #include <unistd.h>
 #include <sys/types.h>
 
 #include "ckptfix/error.h"
+#include "io/interrupt.h"
 #include "io/splice_copy.h"
 #include "io/system_calls.h"
 
@@ -58,11 +60,14 @@ struct Destination {
 // renaming over a device, FIFO or socket replaces the node itself (as root,
 // an output of /dev/null would replace /dev/null with a checkpoint), and
 // over a directory it fails only once everything is written.
-Destination destination_of(const std::filesystem::path& target) {
+Destination destination_of(const std::filesystem::path& target, bool follow_link) {
   struct stat st {};
   // Not there (or not reachable): creating the temporary file beside it says why.
   if (::lstat(target.c_str(), &st) != 0) return {target, std::nullopt};
   std::filesystem::path destination = target;
+  // Where links are not followed, a link is what is there: replaced as any
+  // output is, the file it leads to left alone.
+  if (S_ISLNK(st.st_mode) && !follow_link) return {target, st};
   if (S_ISLNK(st.st_mode)) {
     std::error_code ec;
     destination = std::filesystem::canonical(target, ec);
@@ -79,6 +84,68 @@ Destination destination_of(const std::filesystem::path& target) {
         .in_file(target.string());
   }
   return {destination, st};
+}
+
+// Refuses what `fence` forbids for a write of `target` (outputs.h): a
+// target outside `within` or below a link there, and a target that is an
+// input of the run other than the one it may replace.
+void check_fence(const std::filesystem::path& target, const OutputFence& fence) {
+  namespace fs = std::filesystem;
+  const bool confined = !fence.within.empty();
+  if (confined) {
+    const fs::path within = fs::absolute(fence.within).lexically_normal();
+    const fs::path rel = fs::absolute(target).lexically_normal().lexically_relative(within);
+    if (rel.empty() || *rel.begin() == ".." || *rel.begin() == ".") {
+      throw Error(ErrorKind::kConflict, "is outside '" + fence.within.string() + "', where this run writes")
+          .in_file(target.string());
+    }
+    // Every directory between `within` and the file: a link among them
+    // would take the write elsewhere.
+    fs::path dir = within, shown = fence.within;
+    for (const fs::path& part : rel.parent_path()) {
+      dir /= part;
+      shown /= part;
+      struct stat st {};
+      if (::lstat(dir.c_str(), &st) != 0) break;  // not there: creating the file says so
+      if (S_ISLNK(st.st_mode)) {
+        throw Error(ErrorKind::kConflict, "'" + shown.string() + "' is a symbolic link: nothing is written through a link "
+                                          "below '" + fence.within.string() + "', where this run writes")
+            .in_file(target.string());
+      }
+    }
+  }
+  if (!fence.inputs || fence.inputs->empty()) return;
+  struct stat st {};
+  // Under `within`, a link at the target is replaced, not followed: only
+  // the file itself can be an input.
+  const int found = confined ? ::lstat(target.c_str(), &st) : ::stat(target.c_str(), &st);
+  if (found != 0) return;
+  const FileId id{static_cast<uint64_t>(st.st_dev), static_cast<uint64_t>(st.st_ino)};
+  if (fence.inputs->count(id) != 0 && fence.replaceable != id) {
+    throw Error(ErrorKind::kConflict,
+                "is an input of this run (by this name or another): a run never writes onto its inputs, "
+                "except an in-place rewrite of each (`in_place`)")
+        .in_file(target.string());
+  }
+}
+
+// Whether the files `one` and `other` hold the same bytes.
+bool same_bytes(const std::filesystem::path& one, const std::filesystem::path& other) {
+  const int a = ::open(one.c_str(), O_RDONLY | O_CLOEXEC);
+  const int fd = ::open(other.c_str(), O_RDONLY | O_CLOEXEC);
+  struct stat sa {}, sb {};
+  bool same = a >= 0 && fd >= 0 && ::fstat(a, &sa) == 0 && ::fstat(fd, &sb) == 0 && sa.st_size == sb.st_size;
+  std::vector<char> x(size_t{1} << 20), y(size_t{1} << 20);
+  for (off_t at = 0; same && at < sa.st_size;) {
+    stop_point();
+    const ssize_t n = ::pread(a, x.data(), x.size(), at), m = ::pread(fd, y.data(), y.size(), at);
+    if ((n < 0 && errno == EINTR) || (m < 0 && errno == EINTR)) continue;
+    same = n > 0 && n == m && std::memcmp(x.data(), y.data(), static_cast<size_t>(n)) == 0;
+    at += n;
+  }
+  if (a >= 0) ::close(a);
+  if (fd >= 0) ::close(fd);
+  return same;
 }
 
 bool process_alive(long pid) {
@@ -225,6 +292,7 @@ bool FileSink::copy_in_kernel(int fd, uint64_t offset, uint64_t length) {
   loff_t in = static_cast<loff_t>(offset);
   uint64_t left = length;
   while (left > 0) {
+    stop_point();
     const ssize_t n = ::copy_file_range(fd, &in, fd_, nullptr, left, 0);
     if (n < 0 && errno == EINTR) continue;
     if (n <= 0) {
@@ -266,6 +334,7 @@ bool FileSink::clone_blocks(int fd, uint64_t offset, uint64_t length) {
 
 void FileSink::copy_through_buffer(int fd, uint64_t offset, uint64_t length) {
   for (uint64_t done = 0; done < length;) {
+    stop_point();
     const size_t want = static_cast<size_t>(std::min<uint64_t>(kBufferSize, length - done));
     const ssize_t n = ::pread(fd, buffer_.get(), want, static_cast<off_t>(offset + done));
     if (n < 0 && errno == EINTR) continue;
@@ -283,11 +352,14 @@ void FileSink::flush() {
   used_ = 0;
 }
 
-AtomicFile::AtomicFile(std::filesystem::path target, bool overwrite)
-    : target_(std::move(target)), overwrite_(overwrite) {
-  const Destination destination = destination_of(target_);
+AtomicFile::AtomicFile(std::filesystem::path target, bool overwrite, const OutputPolicy* policy)
+    : target_(std::move(target)), overwrite_(overwrite), keep_identical_(policy != nullptr && policy->keep_identical) {
+  stop_point();  // nothing is started once the run is told to stop
+  const bool confined = policy != nullptr && !policy->fence.within.empty();
+  if (policy != nullptr) check_fence(target_, policy->fence);
+  const Destination destination = destination_of(target_, /*follow_link=*/!confined);
   destination_ = destination.path;
-  if (!overwrite_ && destination.existing) {
+  if (!overwrite_ && !keep_identical_ && destination.existing) {
     throw Error(ErrorKind::kExists, "output exists").in_file(target_.string());
   }
   std::error_code ec;
@@ -302,7 +374,9 @@ AtomicFile::AtomicFile(std::filesystem::path target, bool overwrite)
   // The rename puts the new file's owner and permissions in place of the
   // target's: keep the target's (--in-place, --force), or `sudo ckptfix
   // ... --in-place` would hand a user's checkpoint to root.
-  const std::optional<struct stat>& replaced = destination.existing;
+  // A link replaced (confined to a directory) gives nothing to keep: its mode is no file's.
+  const std::optional<struct stat> replaced =
+      destination.existing && S_ISREG(destination.existing->st_mode) ? destination.existing : std::nullopt;
   const int fd = ::open(temp_.c_str(), O_WRONLY | O_CREAT | O_EXCL | O_CLOEXEC, replaced ? replaced->st_mode & 07777 : 0666);
   if (fd < 0) {
     // Named by the output asked for: the temporary file's name means nothing to the user.
@@ -310,6 +384,7 @@ AtomicFile::AtomicFile(std::filesystem::path target, bool overwrite)
                        " (an output is written to a new file in its directory, then renamed into place)",
                    target_);
   }
+  temporary_ticket_ = remember_temporary(temp_.string());
   if (replaced) {
     // Owner and group where allowed (root), else the group alone (a member
     // of it), else the writer's, as for any new file (as sed -i does).
@@ -336,14 +411,33 @@ AtomicFile::~AtomicFile() {
     std::error_code ec;
     std::filesystem::remove(temp_, ec);
   }
+  forget_temporary(temporary_ticket_);
+}
+
+bool AtomicFile::set_attribute(const char* name, const std::string& value) {
+  return ::fsetxattr(sink_->fd(), name, value.data(), value.size(), 0) == 0;
+}
+
+struct stat AtomicFile::status() const {
+  struct stat st {};
+  if (::fstat(sink_->fd(), &st) != 0) throw io_error("cannot read the new file's status", temp_);
+  return st;
 }
 
 ByteSink& AtomicFile::sink() { return *sink_; }
 
 void AtomicFile::flush() { sink_->flush(); }
 
-void AtomicFile::commit(bool sync) {
+bool AtomicFile::commit(bool sync) {
   sink_->flush();
+  // An output already there, kept where it holds the very bytes written.
+  struct stat there {};
+  if (keep_identical_ && !overwrite_ && ::lstat(destination_.c_str(), &there) == 0) {
+    if (S_ISREG(there.st_mode) && same_bytes(temp_, destination_)) return false;  // the destructor removes ours
+    throw Error(ErrorKind::kExists, S_ISREG(there.st_mode) ? "output exists, and its bytes differ from what this run writes"
+                                                           : "output exists")
+        .in_file(target_.string());
+  }
   if (sync && ::fsync(sink_->fd()) != 0) throw io_error("fsync failed", temp_);
   // A file being rewritten from what it held when it was read: if another
   // program wrote, replaced or removed it meanwhile (a training run saving a
@@ -371,7 +465,9 @@ void AtomicFile::commit(bool sync) {
     ::unlink(temp_.c_str());
   }
   committed_ = true;
+  forget_temporary(temporary_ticket_);
   if (sync) sync_directory(destination_.parent_path());
+  return true;
 }
 
 std::vector<std::filesystem::path> AtomicFile::stale_temporaries(const std::filesystem::path& target) {

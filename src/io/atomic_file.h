@@ -6,6 +6,8 @@
 // overwrite, fails if the target appeared meanwhile) and, when asked, fsyncs
 // the file before and the directory after. Destroying an AtomicFile that was not committed removes the
 // temporary file, so failures leave nothing behind and never touch the target.
+// Every temporary file is in the table interrupt.h's remove_temporary_files()
+// empties while it exists.
 #pragma once
 
 #include <filesystem>
@@ -14,6 +16,7 @@
 #include <string>
 #include <vector>
 
+#include "ckptfix/outputs.h"
 #include "io/byte_sink.h"
 #include "io/file_stamp.h"
 
@@ -29,9 +32,13 @@ class AtomicFile {
   /// Error(kInvalidArgument) if the target is there but is not a regular
   /// file (a directory, device, FIFO or socket, a dangling link). A target
   /// that is a symbolic link is written through: the file it leads to is
-  /// replaced and the link kept. Removes stale temporaries of the same
-  /// target left by dead processes.
-  AtomicFile(std::filesystem::path target, bool overwrite);
+  /// replaced and the link kept; unless `policy`'s fence confines writes to
+  /// a directory, where a link is replaced itself (outputs.h). Throws
+  /// Error(kConflict) for a target the fence forbids, and Error(kInterrupted)
+  /// once interrupt_writes() was called. With the policy's keep_identical, an
+  /// existing target is not refused here (see commit). Removes stale
+  /// temporaries of the same target left by dead processes.
+  AtomicFile(std::filesystem::path target, bool overwrite, const OutputPolicy* policy = nullptr);
   ~AtomicFile();
   AtomicFile(const AtomicFile&) = delete;
   AtomicFile& operator=(const AtomicFile&) = delete;
@@ -48,8 +55,19 @@ class AtomicFile {
   /// disk (fsync) before the rename and the directory after it, so the
   /// result also survives a power loss. After this the destructor does nothing.
   /// Throws Error(kConflict), leaving the target alone, if the target is
-  /// not what replace_only_if_unchanged() expects.
-  void commit(bool sync);
+  /// not what replace_only_if_unchanged() expects. With the policy's
+  /// keep_identical and a target already there: returns false, leaving the
+  /// target as it is and removing the new file, when both hold the same
+  /// bytes; throws Error(kExists) when they differ. Otherwise returns true.
+  bool commit(bool sync);
+
+  /// Sets an extended attribute of the new file (before commit); false
+  /// where the file system keeps none (nothing else is done then).
+  bool set_attribute(const char* name, const std::string& value);
+  /// The new file's status (fstat), as it is now.
+  struct stat status() const;
+  /// The file commit() kept or replaced: the target, or where its link leads.
+  const std::filesystem::path& destination() const { return destination_; }
 
   /// Temporaries of `target` whose writer process is gone (for tests and cleanup).
   static std::vector<std::filesystem::path> stale_temporaries(const std::filesystem::path& target);
@@ -59,6 +77,8 @@ class AtomicFile {
   std::filesystem::path destination_;  // the file replaced: the target, or where its link leads
   std::filesystem::path temp_;
   bool overwrite_;
+  bool keep_identical_ = false;
+  uint64_t temporary_ticket_ = 0;  // its entry in the table of temporaries (io/interrupt.h)
   std::optional<FileStamp> expected_;
   bool committed_ = false;
   std::unique_ptr<FileSink> sink_;

@@ -7,6 +7,7 @@
 #include <unistd.h>
 
 #include "ckptfix/error.h"
+#include "io/interrupt.h"
 #include "io/system_calls.h"
 
 namespace ckptfix {
@@ -48,6 +49,7 @@ uint64_t SpliceCopy::copy(int in, uint64_t offset, uint64_t length, int out, con
   loff_t at = static_cast<loff_t>(offset);
   uint64_t done = 0;
   while (done < length) {
+    stop_point();  // the pipe is empty here
     const size_t want = static_cast<size_t>(std::min<uint64_t>(capacity_, length - done));
     const ssize_t got = ::splice(in, &at, write_end_, nullptr, want, 0);
     if (got < 0 && errno == EINTR) continue;

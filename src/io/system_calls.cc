@@ -5,11 +5,14 @@
 #include <cerrno>
 #include <cstring>
 
+#include "io/interrupt.h"
+
 namespace ckptfix {
 
 Error system_error(const std::string& what) { return Error(ErrorKind::kIo, what + ": " + std::strerror(errno)); }
 
 void write_all(int fd, std::span<const std::byte> data, const std::string& file) {
+  stop_point();  // every write of an output passes here
   while (!data.empty()) {
     const ssize_t n = ::write(fd, data.data(), data.size());
     if (n < 0 && errno == EINTR) continue;
@@ -19,6 +22,7 @@ void write_all(int fd, std::span<const std::byte> data, const std::string& file)
 }
 
 void pwrite_all(int fd, std::span<const std::byte> data, uint64_t offset, const std::string& file) {
+  stop_point();
   while (!data.empty()) {
     const ssize_t n = ::pwrite(fd, data.data(), data.size(), static_cast<off_t>(offset));
     if (n < 0 && errno == EINTR) continue;

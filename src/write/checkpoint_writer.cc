@@ -16,6 +16,7 @@
 #include "bytes/byte_checker.h"
 #include "verify/early_reparse.h"
 #include "verify/verify_written.h"
+#include "write/commit_outputs.h"
 #include "write/replaced_input.h"
 #include "write/save_seams.h"
 #include "bytes/storage_pipeline.h"
@@ -318,9 +319,9 @@ SaveResult save_verified(const Checkpoint& checkpoint, const std::filesystem::pa
   // Before writing anything: what the output's pickle would call, and the GPU asked for.
   refuse_unknown_calls(checkpoint, options.allow_globals);
   if (options.verify) require_gpu_if_asked(options.verify_options.gpu);
-  AtomicFile out(path, options.overwrite);
+  AtomicFile out(path, options.overwrite, &options.policy);
   SaveResult result = write_verified(checkpoint, out, options, seams);
-  out.commit(options.sync);
+  result.kept_existing = !commit_outputs({&out}, impl_of(checkpoint), options.policy, options.sync);
   return result;
 }
 

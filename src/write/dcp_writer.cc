@@ -26,6 +26,7 @@
 #include "model/torch_objects.h"
 #include "verify/verify_written.h"
 #include "write/checkpoint_writer.h"
+#include "write/commit_outputs.h"
 #include "write/dcp_metadata_pickle.h"
 #include "write/dcp_plan.h"
 #include "write/replaced_input.h"
@@ -155,8 +156,10 @@ DcpSaveResult save_dcp_directory(const Checkpoint& checkpoint, const std::vector
     }
   } made_here{directory, made};
   // .metadata first: an existing checkpoint there is refused before anything is written.
-  AtomicFile metadata_out(directory / ".metadata", options.overwrite);
-  AtomicFile data_out(directory / kDataFile, options.overwrite);
+  OutputPolicy policy = options.policy;
+  policy.keep_identical = false;  // one file only (outputs.h)
+  AtomicFile metadata_out(directory / ".metadata", options.overwrite, &policy);
+  AtomicFile data_out(directory / kDataFile, options.overwrite, &policy);
   guard_replaced_input(impl, metadata_out);
   guard_replaced_input(impl, data_out);
 
@@ -252,8 +255,7 @@ DcpSaveResult save_dcp_directory(const Checkpoint& checkpoint, const std::vector
     report.seconds = std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
     result.verification = report;
   }
-  data_out.commit(options.sync);
-  metadata_out.commit(options.sync);  // last: the directory is a checkpoint once it is there
+  commit_outputs({&data_out, &metadata_out}, impl, policy, options.sync);  // .metadata last: the directory is a checkpoint once it is there
   made_here.armed = false;
   return result;
 }

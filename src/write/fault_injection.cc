@@ -8,6 +8,7 @@
 #include <utility>
 
 #include "ckptfix/error.h"
+#include "ckptfix/interrupt.h"
 
 namespace ckptfix {
 namespace {
@@ -77,6 +78,30 @@ class InputCuttingSink final : public ByteSink {
   std::atomic<bool> cut_ = false;
 };
 
+// A sink that asks every write to stop (interrupt.h), as a stop signal
+// does, once more than `after` bytes are written.
+class InterruptingSink final : public ByteSink {
+ public:
+  InterruptingSink(ByteSink& inner, uint64_t after) : inner_(inner), after_(after) {}
+  void write(std::span<const std::byte> data) override {
+    if (inner_.position() + data.size() > after_) interrupt_writes();
+    inner_.write(data);
+  }
+  uint64_t position() const override { return inner_.position(); }
+  void flush() override { inner_.flush(); }
+  void expect(uint64_t length) override { inner_.expect(length); }
+  bool can_write_at() const override { return inner_.can_write_at(); }
+  uint64_t reserve(uint64_t length) override { return inner_.reserve(length); }
+  void write_at(uint64_t offset, std::span<const std::byte> data) override {
+    if (offset + data.size() > after_) interrupt_writes();
+    inner_.write_at(offset, data);
+  }
+
+ private:
+  ByteSink& inner_;
+  uint64_t after_;
+};
+
 // N from "N" or "N:rest" after `prefix` in `fault` (`rest` set to what follows the colon).
 uint64_t fault_count(const std::string& fault, size_t prefix, std::string* rest = nullptr) {
   const std::string text = fault.substr(prefix);
@@ -131,6 +156,7 @@ SaveSeams fault_seams(const std::string& fault) {
   SaveSeams seams;
   const std::string after = "write-fails-after:";
   const std::string shrinks = "input-shrinks-after:";
+  const std::string interrupted = "interrupted-after:";
   if (fault.compare(0, after.size(), after) == 0) {
     const uint64_t limit = fault_count(fault, after.size());
     seams.wrap_sink = [limit](ByteSink& file) { return std::make_unique<FailingSink>(file, limit); };
@@ -138,6 +164,9 @@ SaveSeams fault_seams(const std::string& fault) {
     std::string input;
     const uint64_t limit = fault_count(fault, shrinks.size(), &input);
     seams.wrap_sink = [limit, input](ByteSink& file) { return std::make_unique<InputCuttingSink>(file, input, limit); };
+  } else if (fault.compare(0, interrupted.size(), interrupted) == 0) {
+    const uint64_t limit = fault_count(fault, interrupted.size());
+    seams.wrap_sink = [limit](ByteSink& file) { return std::make_unique<InterruptingSink>(file, limit); };
   } else if (fault == "corrupt-before-verify") {
     seams.before_verify = corrupt_first_storage;
     auto done = std::make_shared<bool>(false);

@@ -35,6 +35,7 @@
 #include "model/dict_selection.h"
 #include "model/payloads.h"
 #include "safetensors/header.h"
+#include "write/commit_outputs.h"
 #include "write/replaced_input.h"
 #include "write/save_seams.h"
 #include "write/shard_plan.h"
@@ -563,11 +564,14 @@ SafetensorsResult write_verified(const Checkpoint& checkpoint, const std::filesy
   std::vector<std::unique_ptr<AtomicFile>> outs;
   SafetensorsResult result;
   std::filesystem::path current = path;
+  // An identical output is kept only where it is one file (outputs.h).
+  OutputPolicy policy = options.policy;
+  if (plan.files.size() > 1 || plan.index) policy.keep_identical = false;
   try {
     uint64_t done = 0;
     for (FilePlan& file : plan.files) {
       current = file.path;
-      outs.push_back(std::make_unique<AtomicFile>(file.path, options.overwrite));
+      outs.push_back(std::make_unique<AtomicFile>(file.path, options.overwrite, &policy));
       AtomicFile& out = *outs.back();
       guard_replaced_input(impl_of(checkpoint), out);
       std::unique_ptr<ReadBack> readback;
@@ -598,7 +602,7 @@ SafetensorsResult write_verified(const Checkpoint& checkpoint, const std::filesy
     if (plan.index) {
       current = *plan.index;
       const std::string text = index_json(plan);
-      outs.push_back(std::make_unique<AtomicFile>(*plan.index, options.overwrite));
+      outs.push_back(std::make_unique<AtomicFile>(*plan.index, options.overwrite, &policy));
       guard_replaced_input(impl_of(checkpoint), *outs.back());
       outs.back()->sink().write(as_bytes(text));
       outs.back()->flush();
@@ -621,7 +625,9 @@ SafetensorsResult write_verified(const Checkpoint& checkpoint, const std::filesy
     }
     throw;
   }
-  for (auto& out : outs) out->commit(options.sync);  // the index last: a set is complete once it is there
+  std::vector<AtomicFile*> files;
+  for (auto& out : outs) files.push_back(out.get());
+  result.kept_existing = !commit_outputs(files, impl_of(checkpoint), policy, options.sync);
   for (const FilePlan& f : plan.files) {
     result.tensors += f.tensors.size();
     result.files.push_back(f.path.string());

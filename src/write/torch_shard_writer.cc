@@ -23,6 +23,7 @@
 #include "model/checkpoint_impl.h"
 #include "model/dict_selection.h"
 #include "write/checkpoint_writer.h"
+#include "write/commit_outputs.h"
 #include "write/save_seams.h"
 #include "write/shard_plan.h"
 
@@ -107,6 +108,8 @@ TorchShardSetResult save_torch_shard_set(const Checkpoint& checkpoint, const std
     std::set<int32_t> counted;
     uint64_t total_size = 0;
     std::vector<std::unique_ptr<AtomicFile>> outs;  // committed together at the end
+    OutputPolicy policy = options.policy;
+    policy.keep_identical = false;  // one file only (outputs.h)
     for (size_t k = 0; k < shards.size(); ++k) {
       const std::filesystem::path shard = path.parent_path() / shard_file_name(stem, k, shards.size(), ".bin");
       std::vector<std::string> keys;
@@ -117,7 +120,7 @@ TorchShardSetResult save_torch_shard_set(const Checkpoint& checkpoint, const std
       }
       Checkpoint part = reopen();
       keep_only(part, keys);
-      outs.push_back(std::make_unique<AtomicFile>(shard, options.overwrite));
+      outs.push_back(std::make_unique<AtomicFile>(shard, options.overwrite, &policy));
       SaveResult saved = write_verified(part, *outs.back(), options, SaveSeams{});
       result.files.push_back(shard.string());
       result.bytes += saved.bytes;
@@ -125,12 +128,14 @@ TorchShardSetResult save_torch_shard_set(const Checkpoint& checkpoint, const std
     }
     const std::filesystem::path index = path.parent_path() / (file_name + ".index.json");
     const std::string text = shard_index_json(total_size, weight_map);
-    outs.push_back(std::make_unique<AtomicFile>(index, options.overwrite));
+    outs.push_back(std::make_unique<AtomicFile>(index, options.overwrite, &policy));
     outs.back()->sink().write(std::as_bytes(std::span<const char>(text.data(), text.size())));
     outs.back()->flush();
     result.files.push_back(index.string());
     result.bytes += text.size();
-    for (auto& out : outs) out->commit(options.sync);  // the index last: a set is complete once it is there
+    std::vector<AtomicFile*> files;
+    for (auto& out : outs) files.push_back(out.get());
+    commit_outputs(files, impl, policy, options.sync);  // the index last: a set is complete once it is there
     return result;
   });
 }

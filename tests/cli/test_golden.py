@@ -349,7 +349,7 @@ class GoldenTest(cs.CliTestCase):
                 return ['KIND: with --json (no report) stderr differs:\n' + json_run.stderr]
             return []
         report = json.loads(json_run.stdout)
-        kinds = [i.get('error_kind') for i in report['inputs'] if i.get('status') == 'failed']
+        kinds = [i.get('error_kind') for i in report['inputs'] if i.get('status') in ('failed', 'interrupted')]
         if not kinds or any(k != kind for k in kinds):
             return [f'KIND: expected every failed input to be {kind!r}, the --json report says {kinds}']
         return []

@@ -183,7 +183,9 @@ class DamagedZero(support.ScratchDirTest):
     def test_missing_rank_file(self):
         root, tag = self.copy("stage2_fp32")
         os.remove(os.path.join(tag, "zero_pp_rank_1_mp_rank_00_optim_states.pt"))
-        self.refuse(root, "2 data-parallel ranks, and 1 optimizer files are here")
+        # Named: the file a rerun needs (issue 65).
+        self.refuse(root, "the optimizer file of rank 1 is missing ('zero_pp_rank_1_mp_rank_00_optim_states.pt', "
+                          "the model states say 2 data-parallel ranks, and 1 of their files is here)")
         root, tag = self.copy("stage3_fp32")
         os.remove(os.path.join(tag, "zero_pp_rank_0_mp_rank_00_optim_states.pt"))
         self.refuse(root, "the optimizer file of rank 0 is missing")
