@@ -98,6 +98,15 @@ def shard_index_seeds():
     yield "no-map.json", json.dumps({"metadata": {}})
 
 
+def made_from_seeds():
+    """Rerun records (src/rerun/made_from.h) as ckptfix writes them, and a few it must refuse."""
+    head = "ckptfix-made-from 1\nrecipe 0123456789abcdef0123456789abcdef\ninput /data/in%20dir/a.pt\n"
+    yield "one.txt", head + "read 12 3334 1764400000123456789 /data/in%20dir/a.pt\nwrote 99 3334 1764400000987654321 a.pt\n"
+    yield "set.txt", head + "read 1 2 3 /d/m.bin.index.json\nread 4 5 6 /d/m-00001-of-00002.bin\n" + \
+        "".join(f"wrote {i} 10 20 model-0000{i}-of-00002.safetensors\n" for i in (1, 2)) + "wrote 3 30 40 model.safetensors.index.json\n"
+    yield "escape.txt", head + "read 1 2 3 /x\nwrote 1 2 3 ..%2Fescape.pt\n"
+
+
 def fit_seeds():
     """Inputs of the fit target (fuzz/targets/fit.cc): a JSON reference, NUL,
     --rename lines, NUL, the state dict's keys as KEY|D0,D1."""
@@ -262,6 +271,9 @@ def main():
     for name, text in shard_index_seeds():
         write(out, "shard_index", name, text.encode())
         count["shard_index"] += 1
+    for name, text in made_from_seeds():
+        write(out, "made_from", name, text.encode())
+        count["made_from"] += 1
     for name, text in fit_seeds():
         write(out, "fit", name, text.encode())
         count["fit"] += 1

@@ -21,6 +21,8 @@
 #      scripts/release_check.sh, run by hand before
 #      a release, builds both architectures twice, compares them and tests
 #      the aarch64 binary under qemu;
+#   4b. docs/ci.md's Slurm job array on a real single-node Slurm, one task
+#      cancelled midway and the array retried (scripts/slurm-check.sh);
 #   5. every libFuzzer target (clang, ASan + UBSan) for 30 s on every core
 #      (as many executions as 60 s on one core of a 2-core machine), failing
 #      on any finding (scripts/fuzz.sh; CKPTFIX_FUZZ_SECONDS changes the budget).
@@ -71,6 +73,8 @@ CKPTFIX_RELEASE_ARCHES=x86_64 ./scripts/release.sh build/dist
 # The C++ package is built against bookworm's LibTorch here; against sid's
 # too by scripts/release_check.sh (the CI budget).
 CKPTFIX_CXX_PACKAGE_LIBTORCHES=local ./scripts/release_test.sh build/dist
+stage "docs/ci.md's Slurm job array on a real Slurm, a task cancelled and retried"
+./scripts/slurm-check.sh build/ckptfix
 stage "fuzzing (every target for ${CKPTFIX_FUZZ_SECONDS:-30} s on $(nproc) cores)"
 CKPTFIX_FUZZ_JOBS="${CKPTFIX_FUZZ_JOBS:-$(nproc)}" ./scripts/fuzz.sh "${CKPTFIX_FUZZ_SECONDS:-30}"
 stage "all tests passed"

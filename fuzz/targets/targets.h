@@ -41,6 +41,9 @@ void fit(const uint8_t* data, size_t size);
 /// salvage_checkpoint of the input as a (damaged) file: every storage kept
 /// reads back whole, and the salvaged checkpoint saves and verifies.
 void salvage(const uint8_t* data, size_t size);
+/// The rerun record an output carries (issue 65): written files are plain
+/// names, and a record reads back as itself.
+void made_from(const uint8_t* data, size_t size);
 /// The call analysis of a pickle while it is read, of its finished graph and
 /// of the pickle written from that graph: each bounds the next (issue 33).
 void call_policy(const uint8_t* data, size_t size);

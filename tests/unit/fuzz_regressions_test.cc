@@ -35,6 +35,7 @@ const std::map<std::string, Target> kTargets = {
     {"legacy", ckptfix::fuzz::legacy}, {"safetensors", ckptfix::fuzz::safetensors},
     {"shard_index", ckptfix::fuzz::shard_index},
     {"fit", ckptfix::fuzz::fit},
+    {"made_from", ckptfix::fuzz::made_from},
     {"dcp_metadata", ckptfix::fuzz::dcp_metadata}, {"file_graph", ckptfix::fuzz::file_graph},
     {"salvage", ckptfix::fuzz::salvage}, {"call_policy", ckptfix::fuzz::call_policy}};
 
