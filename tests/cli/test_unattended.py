@@ -233,6 +233,31 @@ class UnattendedTest(support.ScratchDirTest):
                 self.assertIn("a loop of links", by_name["loop1.pt"]["error"])
                 self.assertEqual(by_name["good.pt"]["status"], "ok" if command[0] == "check" else "ok")
 
+    def test_an_unreadable_directory_is_a_failed_input(self):
+        root = self.folder("models")
+        shutil.copy(support.fixture("dataparallel.pt"), os.path.join(root, "good.pt"))
+        os.makedirs(os.path.join(root, "private"))
+        shutil.copy(support.fixture("dataparallel.pt"), os.path.join(root, "private", "hidden.pt"))
+        os.chmod(self.tmp, 0o755)
+        command = [support.CKPTFIX, "check", "-r", root, "--json"]
+        if os.geteuid() == 0:  # root reads any directory: run as nobody, as a CI runner's user would be
+            if shutil.which("setpriv") is None:
+                self.skipTest("running as root without setpriv: no directory is unreadable to this process")
+            command = ["setpriv", "--reuid=65534", "--regid=65534", "--clear-groups"] + command
+        os.chmod(os.path.join(root, "private"), 0)
+        try:
+            proc = subprocess.run(command, capture_output=True, text=True)
+        finally:
+            os.chmod(os.path.join(root, "private"), 0o755)
+        self.assertEqual(proc.returncode, 1, proc.stderr)
+        doc = json.loads(proc.stdout)
+        by_name = {os.path.basename(i["path"]): i for i in doc["inputs"]}
+        self.assertEqual(sorted(by_name), ["good.pt", "private"])
+        self.assertEqual(by_name["private"]["status"], "failed")
+        self.assertIn("is a directory that cannot be read (Permission denied)", by_name["private"]["error"])
+        self.assertEqual(by_name["private"]["error_kind"], "io")
+        self.assertEqual(by_name["good.pt"]["status"], "ok")
+
     def test_an_out_dir_inside_the_tree_is_not_walked(self):
         root = self.folder("mt")
         shutil.copy(support.fixture("dataparallel.pt"), os.path.join(root, "a.pt"))
