@@ -64,6 +64,7 @@ for t in $TARGETS; do
     legacy) dict="fuzz/pickle.dict"; max_len=65536 ;;
     safetensors|shard_index) dict="fuzz/safetensors.dict"; max_len=16384 ;;
     fit) dict="fuzz/fit.dict"; max_len=16384 ;;
+    made_from) dict="fuzz/made_from.dict"; max_len=8192 ;;
     unpickle|pickle_roundtrip|dcp_metadata|call_policy) dict="fuzz/pickle.dict"; max_len=16384 ;;
     file_graph) dict="$OUT/graph.dict"; max_len=131072 ;;
     *) echo "fuzz.sh: unknown target '$t'" >&2; exit 2 ;;
