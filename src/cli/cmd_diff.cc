@@ -11,6 +11,7 @@
 
 #include "ckptfix/diff.h"
 #include "cli/commands.h"
+#include "cli/json_report.h"
 #include "cli/report.h"
 
 namespace ckptfix::cli {
@@ -117,12 +118,12 @@ int run(DiffArgs& args) {
       it->second.push_back(d.key);
     }
     if (args.json) {
-      std::cout << json_text({{"ckptfix", version()},     {"command", "diff"},
-                              {"a", args.a},               {"b", args.b},
-                              {"equal", r.equal},          {"atol", args.options.atol},
-                              {"rtol", args.options.rtol}, {"only_in_a", r.only_in_a},
-                              {"only_in_b", r.only_in_b},  {"tensors", tensors}})
-                << std::endl;
+      print_out(json_text({{"ckptfix", version()},     {"command", "diff"},
+                           {"a", args.a},               {"b", args.b},
+                           {"equal", r.equal},          {"atol", args.options.atol},
+                           {"rtol", args.options.rtol}, {"only_in_a", r.only_in_a},
+                           {"only_in_b", r.only_in_b},  {"tensors", tensors}}) +
+                "\n");
     } else if (!args.quiet) {
       std::string text;
       for (const std::string& words : order) {
@@ -137,15 +138,16 @@ int run(DiffArgs& args) {
         text += "\n";
       }
       text += grouped("only in A", r.only_in_a, args.all) + grouped("only in B", r.only_in_b, args.all);
-      std::cout << text;
       if (r.equal) {
-        std::cout << "equal: " << r.tensors.size() << " tensors compared "
-                  << (args.options.atol == 0 && args.options.rtol == 0 ? "exactly" : "within tolerance") << std::endl;
+        text += "equal: " + std::to_string(r.tensors.size()) + " tensors compared " +
+                (args.options.atol == 0 && args.options.rtol == 0 ? "exactly" : "within tolerance") + "\n";
       } else {
-        std::cout << "differ: " << r.only_in_a.size() << " keys only in A, " << r.only_in_b.size() << " only in B, "
-                  << shape_diffs << " shape, " << dtype_diffs << " dtype, " << device_diffs << " device and "
-                  << value_diffs << " value differences" << std::endl;
+        text += "differ: " + std::to_string(r.only_in_a.size()) + " keys only in A, " +
+                std::to_string(r.only_in_b.size()) + " only in B, " + std::to_string(shape_diffs) + " shape, " +
+                std::to_string(dtype_diffs) + " dtype, " + std::to_string(device_diffs) + " device and " +
+                std::to_string(value_diffs) + " value differences\n";
       }
+      print_out(text);
     }
     return r.equal ? kExitOk : kExitFailed;
   } catch (const Error& e) {

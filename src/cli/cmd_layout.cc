@@ -31,6 +31,7 @@
 #include "ckptfix/passes.h"
 #include "cli/commands.h"
 #include "cli/like_options.h"
+#include "cli/json_report.h"
 #include "cli/report.h"
 
 namespace ckptfix::cli {
@@ -265,21 +266,21 @@ int run(const LayoutArgs& args) {
                                 {"command", "layout"},           {"path", args.input},
                                 {"entries", out_entries},        {"tensors", tensors.tensors()},
                                 {"storages", tensors.storages()}};
-    std::cout << json_text(doc) << std::endl;
+    print_out(json_text(doc) + "\n");
     return kExitOk;
   } catch (Error& e) {
     e.in_file(args.input);
     print_error(e);
     // The document a program reads says it too, with the error's kind.
-    std::cout << json_text({{"ckptfix", version()},
-                            {"schema", 2},
-                            {"command", "layout"},
-                            {"path", args.input},
-                            {"status", "failed"},
-                            {"error", cli_message(e)},
-                            {"error_kind", to_string(e.kind())},
-                            {"error_details", detail_lines(e)}})
-              << std::endl;
+    print_out(json_text({{"ckptfix", version()},
+                         {"schema", 2},
+                         {"command", "layout"},
+                         {"path", args.input},
+                         {"status", "failed"},
+                         {"error", cli_message(e)},
+                         {"error_kind", to_string(e.kind())},
+                         {"error_details", detail_lines(e)}}) +
+              "\n");
     return exit_code_for(e);
   }
 }

@@ -373,6 +373,8 @@ void install_last_resort_handlers() {
 
 void set_last_resort_exit_code(int code) { last_resort_exit_code = code; }
 
+int trouble_exit_code() { return last_resort_exit_code; }
+
 void rearm_memory_reserve() {
   if (memory_reserve.load() != nullptr) return;
   char* fresh = new (std::nothrow) char[kReserveBytes];

@@ -115,5 +115,8 @@ void raise_open_file_limit();
 void rearm_memory_reserve();
 /// The exit code of the last-resort line (1; diff, where 1 means "different", sets 2).
 void set_last_resort_exit_code(int code);
+/// The exit code of a failure of ckptfix itself (the last-resort line's,
+/// standard output that cannot be written): 1, or diff's 2.
+int trouble_exit_code();
 
 }  // namespace ckptfix::cli

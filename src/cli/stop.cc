@@ -11,6 +11,7 @@
 #include <thread>
 
 #include "ckptfix/interrupt.h"
+#include "cli/report.h"
 
 namespace ckptfix::cli {
 namespace {
@@ -124,10 +125,10 @@ int ending_exit_code(int code) {
   if (error != 0 && error != EPIPE) {
     std::cerr << "ckptfix: error: cannot write to standard output: " << std::strerror(error)
               << "; the run stopped, and its report is incomplete" << std::endl;
-    return std::max(code, 1);
+    return std::max(code, trouble_exit_code());
   }
   std::cerr.flush();
-  if (!std::cerr) return std::max(code, 1);  // nothing can say why
+  if (!std::cerr) return std::max(code, trouble_exit_code());  // nothing can say why
   return code;
 }
 

@@ -129,22 +129,36 @@ void check_fence(const std::filesystem::path& target, const OutputFence& fence) 
   }
 }
 
+// Reads up to `n` bytes at `at` of `fd` into `buffer`, through short and
+// interrupted reads; how many it read (fewer at the end of the file), or -1.
+ssize_t read_at(int fd, char* buffer, size_t n, off_t at) {
+  size_t done = 0;
+  while (done < n) {
+    const ssize_t got = ::pread(fd, buffer + done, n - done, at + static_cast<off_t>(done));
+    if (got < 0 && errno == EINTR) continue;
+    if (got < 0) return -1;
+    if (got == 0) break;
+    done += static_cast<size_t>(got);
+  }
+  return static_cast<ssize_t>(done);
+}
+
 // Whether the files `one` and `other` hold the same bytes.
 bool same_bytes(const std::filesystem::path& one, const std::filesystem::path& other) {
   const int a = ::open(one.c_str(), O_RDONLY | O_CLOEXEC);
-  const int fd = ::open(other.c_str(), O_RDONLY | O_CLOEXEC);
+  const int b = ::open(other.c_str(), O_RDONLY | O_CLOEXEC);
   struct stat sa {}, sb {};
-  bool same = a >= 0 && fd >= 0 && ::fstat(a, &sa) == 0 && ::fstat(fd, &sb) == 0 && sa.st_size == sb.st_size;
-  std::vector<char> x(size_t{1} << 20), y(size_t{1} << 20);
+  bool same = a >= 0 && b >= 0 && ::fstat(a, &sa) == 0 && ::fstat(b, &sb) == 0 && sa.st_size == sb.st_size;
+  constexpr size_t kChunk = size_t{1} << 20;
+  std::vector<char> x(same ? kChunk : 0), y(same ? kChunk : 0);
   for (off_t at = 0; same && at < sa.st_size;) {
     stop_point();
-    const ssize_t n = ::pread(a, x.data(), x.size(), at), m = ::pread(fd, y.data(), y.size(), at);
-    if ((n < 0 && errno == EINTR) || (m < 0 && errno == EINTR)) continue;
-    same = n > 0 && n == m && std::memcmp(x.data(), y.data(), static_cast<size_t>(n)) == 0;
+    const ssize_t n = read_at(a, x.data(), kChunk, at);
+    same = n > 0 && read_at(b, y.data(), kChunk, at) == n && std::memcmp(x.data(), y.data(), static_cast<size_t>(n)) == 0;
     at += n;
   }
   if (a >= 0) ::close(a);
-  if (fd >= 0) ::close(fd);
+  if (b >= 0) ::close(b);
   return same;
 }
 
