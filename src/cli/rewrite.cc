@@ -110,6 +110,9 @@ struct RewriteRun {
   uint64_t max_shard_size = 0;
   OutputPlacement placement;
   std::string recipe;  // rerun.h: what makes the outputs besides their inputs
+  /// --in-place: an input that is the same file as one before it (two
+  /// snapshots' links to one blob) -> that one's path: rewritten once.
+  std::map<std::string, std::string> same_file_as;
   OutputDirectories directories;
 };
 
@@ -261,8 +264,25 @@ Outcome already_done(const Input& input, const std::filesystem::path& output) {
   return o;
 }
 
+// The report of an input rewritten in place under another name already.
+Outcome rewritten_as(const Input& input, const std::string& first) {
+  Outcome o;
+  o.status = OutcomeStatus::kUnchanged;
+  o.doc = {{"path", input.path},
+           {"output", input.path},
+           {"status", status_name(o.status)},
+           {"same_file_as", first},
+           {"verification", {{"status", "skipped"}, {"reason", "the same file as an input before it, rewritten there"}}}};
+  o.err = "ckptfix: " + printable(input.path) + ": the same file as '" + printable(first) +
+          "', rewritten once, there\n";
+  return o;
+}
+
 Outcome rewrite_input(RewriteRun& run, const Input& input, Progress& progress) {
   const RewriteArgs& args = run.args;
+  if (const auto first = run.same_file_as.find(input.path); first != run.same_file_as.end()) {
+    return rewritten_as(input, first->second);
+  }
   const std::filesystem::path output = output_path(run.placement, {input.path, input.relative});
   Outcome o;
   o.doc = {{"path", input.path}, {"output", output.string()}};
@@ -436,6 +456,16 @@ void prepare(RewriteRun& run, const std::vector<Input>& inputs) {
     if (input.error.empty()) paths.push_back(input.path);
   }
   save.policy.fence.inputs = std::make_shared<const std::set<FileId>>(input_file_ids(paths));
+  if (args.in_place) {
+    // One file under two names would be rewritten twice (a prefix added twice).
+    std::map<FileId, std::string> first_of;
+    for (const std::string& path : paths) {
+      const std::optional<FileId> id = file_id(path);
+      if (!id) continue;
+      const auto [it, first] = first_of.emplace(*id, path);
+      if (!first) run.same_file_as.emplace(path, it->second);
+    }
+  }
   if (!args.out_dir.empty()) save.policy.fence.within = args.out_dir;
   run.recipe = recipe_id(*run.valid_passes, OutputRecipe{run.read ? run.command : "", args.format, passes.for_libtorch,
                                                          args.drop_aliases, run.metadata, run.max_shard_size});

@@ -250,11 +250,15 @@ class DcpWriteTest(support.ScratchDirTest):
         torch.save({"w": torch.ones(2)}, src)
         self.refuse(["convert", src, "-o", out, "--format", "dcp", "--max-shard-size", "1MB"], "--max-shard-size", code=2)
         self.assertFalse(os.path.exists(out))
-        # An existing checkpoint: refused, then replaced with --force.
+        # An existing checkpoint: the same run again leaves it (a rerun, issue 65); made from the
+        # input before it changed, it is refused (exit 1: that input's problem), then replaced with --force.
         self.to_dcp(src, "x")
         before = test_dcp.dir_state(out)
+        again = support.run("convert", src, "-o", out, "--format", "dcp", "--json", check=0)
+        self.assertEqual(json.loads(again.stdout)["inputs"][0]["rerun"], "done")
+        self.assertEqual(test_dcp.dir_state(out), before)
         torch.save({"w": torch.zeros(2)}, src)
-        self.refuse(["convert", src, "-o", out, "--format", "dcp"], "exists", code=2)
+        self.refuse(["convert", src, "-o", out, "--format", "dcp"], "exists", code=1)
         self.assertEqual(test_dcp.dir_state(out), before)
         support.run("convert", src, "-o", out, "--format", "dcp", "--force", check=0)
         self.assertTrue(torch.equal(self.back(out, "forced")["w"], torch.zeros(2)))
