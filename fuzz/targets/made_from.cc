@@ -4,6 +4,9 @@
 // stats them in the record's own directory only), and writing it out and
 // parsing it again gives the same record.
 #include <cstdlib>
+#include <optional>
+#include <string>
+#include <string_view>
 
 #include "rerun/made_from.h"
 #include "targets/fuzz_support.h"

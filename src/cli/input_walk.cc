@@ -8,6 +8,9 @@
 #include <filesystem>
 #include <optional>
 #include <set>
+#include <string>
+#include <utility>
+#include <vector>
 
 #include "ckptfix/checkpoint.h"
 #include "ckptfix/error.h"

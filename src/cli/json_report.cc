@@ -7,6 +7,10 @@
 #include <cstring>
 #include <filesystem>
 #include <iostream>
+#include <cstdio>
+#include <string>
+#include <string_view>
+#include <utility>
 
 #include "ckptfix/error.h"
 #include "cli/report.h"

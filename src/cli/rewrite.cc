@@ -9,6 +9,12 @@
 #include <set>
 
 #include <nlohmann/json.hpp>
+#include <functional>
+#include <memory>
+#include <string>
+#include <string_view>
+#include <utility>
+#include <vector>
 
 #include "ckptfix/checkpoint.h"
 #include "ckptfix/error.h"

@@ -1,6 +1,11 @@
 // The options the rewriting commands share, and their values parsed.
 #include <algorithm>
 #include <map>
+#include <cctype>
+#include <optional>
+#include <string>
+#include <utility>
+#include <vector>
 
 #include "ckptfix/error.h"
 #include "cli/report.h"

@@ -4,6 +4,8 @@
 
 #include <map>
 #include <sstream>
+#include <string>
+#include <vector>
 
 #include "ckptfix/error.h"
 #include "cli/report.h"

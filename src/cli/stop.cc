@@ -9,6 +9,9 @@
 #include <cstring>
 #include <iostream>
 #include <thread>
+#include <algorithm>
+#include <string>
+#include <system_error>
 
 #include "ckptfix/interrupt.h"
 #include "cli/report.h"

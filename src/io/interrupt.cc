@@ -5,6 +5,7 @@
 #include <atomic>
 #include <map>
 #include <mutex>
+#include <string>
 
 #include "ckptfix/error.h"
 

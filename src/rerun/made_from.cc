@@ -7,6 +7,12 @@
 #include <charconv>
 #include <cstdio>
 #include <filesystem>
+#include <algorithm>
+#include <optional>
+#include <string>
+#include <string_view>
+#include <system_error>
+#include <vector>
 
 #include "ckptfix/rerun.h"
 

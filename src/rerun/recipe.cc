@@ -4,6 +4,9 @@
 
 #include <cstdio>
 #include <string>
+#include <string_view>
+#include <utility>
+#include <vector>
 
 #include "ckptfix/rerun.h"
 

@@ -2,6 +2,10 @@
 
 #include <sys/stat.h>
 #include <sys/xattr.h>
+#include <filesystem>
+#include <memory>
+#include <string>
+#include <vector>
 
 #include "rerun/made_from.h"
 

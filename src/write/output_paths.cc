@@ -4,6 +4,11 @@
 
 #include <filesystem>
 #include <system_error>
+#include <cctype>
+#include <optional>
+#include <set>
+#include <string>
+#include <vector>
 
 #include "ckptfix/outputs.h"
 

@@ -10,6 +10,11 @@
 #include <filesystem>
 #include <fstream>
 #include <vector>
+#include <algorithm>
+#include <memory>
+#include <optional>
+#include <set>
+#include <string>
 
 #include "ckptfix/builder.h"
 #include "ckptfix/interrupt.h"
