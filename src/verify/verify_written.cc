@@ -134,7 +134,11 @@ Error verification_mismatch(const std::string& where, const std::string& message
 }
 
 Error verification_failure(const Error& e, const std::string& what) {
-  if (e.kind() == ErrorKind::kVerification || e.kind() == ErrorKind::kGpu) return e;
+  // A stop from outside (a signal) during the read-back is not a fault of
+  // the file: it stays an interruption.
+  if (e.kind() == ErrorKind::kVerification || e.kind() == ErrorKind::kGpu || e.kind() == ErrorKind::kInterrupted) {
+    return e;
+  }
   // Anything else the reader says about our own output is a verification failure.
   Error failure(ErrorKind::kVerification, "the written " + what + " does not read back: " + e.message());
   failure.at(e.location());

@@ -9,6 +9,7 @@
 #include <fstream>
 
 #include "ckptfix/checkpoint.h"
+#include "ckptfix/interrupt.h"
 #include "ckptfix/passes.h"
 #include "model/checkpoint_impl.h"
 #include "ckptfix/save.h"
@@ -134,6 +135,18 @@ TEST_F(VerifyTest, AWriteFailingPartWayLeavesNothing) {
   expect_error([] { fault_seams("sometimes"); }, ErrorKind::kInvalidArgument, "not a known fault");
   expect_error([] { fault_seams("write-fails-after:12x"); }, ErrorKind::kInvalidArgument, "expected a byte count");
   expect_error([] { fault_seams("input-shrinks-after:12"); }, ErrorKind::kInvalidArgument, "a colon and a path");
+}
+
+TEST_F(VerifyTest, AStopDuringTheReadBackIsAnInterruptionNotAFaultOfTheFile) {
+  // A signal that comes while the written file is read back (issue 65's
+  // batches saw it as "does not read back"): the run was interrupted.
+  Checkpoint ck = Checkpoint::open(test::fixture_path("plain_state_dict.pt"));
+  SaveSeams seams;
+  seams.before_verify = [](const fs::path&, const SaveResult&) { interrupt_writes(); };
+  expect_error([&] { save_with_seams(ck, dir_ / "out.pt", {}, seams); }, ErrorKind::kInterrupted,
+               "interrupted before the output was complete; nothing was written");
+  clear_interrupt();
+  EXPECT_TRUE(fs::is_empty(dir_));
 }
 
 TEST_F(VerifyTest, NoDevicePathIsReportedNotFaked) {
