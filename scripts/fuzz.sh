@@ -7,7 +7,7 @@
 #
 # SECONDS: per target (default 60; CI gives 30 with CKPTFIX_FUZZ_JOBS=nproc, `scripts/fuzz.sh 1800`
 # is a 30-minute local run). TARGET: checkpoint unpickle pickle_roundtrip zip
-# legacy safetensors shard_index dcp_metadata file_graph salvage call_policy fit made_from
+# legacy safetensors shard_index dcp_metadata file_graph salvage call_policy fit made_from nested
 # (default: all, one after the other). Environment: CKPTFIX_FUZZ_DIR
 # (default build-fuzz), CKPTFIX_FUZZ_JOBS (parallel fuzzing processes per
 # target, default 1), CKPTFIX_FUZZ_MINIMIZE (at most this many findings per
@@ -24,7 +24,7 @@ set -eu
 cd "$(dirname "$0")/.."
 SECONDS_PER_TARGET="${1:-60}"
 [ $# -gt 0 ] && shift
-TARGETS="${*:-checkpoint unpickle pickle_roundtrip zip legacy safetensors shard_index dcp_metadata file_graph salvage call_policy fit made_from}"
+TARGETS="${*:-checkpoint unpickle pickle_roundtrip zip legacy safetensors shard_index dcp_metadata file_graph salvage call_policy fit made_from nested}"
 BUILD="${CKPTFIX_FUZZ_DIR:-build-fuzz}"
 JOBS="${CKPTFIX_FUZZ_JOBS:-1}"
 case "$SECONDS_PER_TARGET" in
@@ -65,7 +65,7 @@ for t in $TARGETS; do
     safetensors|shard_index) dict="fuzz/safetensors.dict"; max_len=16384 ;;
     fit) dict="fuzz/fit.dict"; max_len=16384 ;;
     made_from) dict="fuzz/made_from.dict"; max_len=8192 ;;
-    unpickle|pickle_roundtrip|dcp_metadata|call_policy) dict="fuzz/pickle.dict"; max_len=16384 ;;
+    unpickle|pickle_roundtrip|dcp_metadata|call_policy|nested) dict="fuzz/pickle.dict"; max_len=16384 ;;
     file_graph) dict="$OUT/graph.dict"; max_len=131072 ;;
     *) echo "fuzz.sh: unknown target '$t'" >&2; exit 2 ;;
   esac

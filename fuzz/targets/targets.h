@@ -47,5 +47,8 @@ void made_from(const uint8_t* data, size_t size);
 /// The call analysis of a pickle while it is read, of its finished graph and
 /// of the pickle written from that graph: each bounds the next (issue 33).
 void call_policy(const uint8_t* data, size_t size);
+/// The bytes as a module's uint8 extra state (nested.h, issue 66): read,
+/// never thrown on, and every gadget or unreadable pickle a violation.
+void nested(const uint8_t* data, size_t size);
 
 }  // namespace ckptfix::fuzz

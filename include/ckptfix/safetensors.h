@@ -36,6 +36,11 @@ struct SafetensorsOptions {
   /// file (an entry here replaces the input's of the same key).
   std::vector<std::pair<std::string, std::string>> metadata;
   bool overwrite = false;  ///< replace an existing output file
+  /// Globals trusted in the nested pickles of the extra states carried
+  /// (nested.h; see SaveOptions::allow_globals): a uint8 extra state is a
+  /// tensor here too, which its model unpickles, so one whose pickle calls
+  /// what the policy refuses is not written unless a glob trusts it.
+  std::vector<std::string> allow_globals;
   OutputPolicy policy;     ///< what the write may not touch, records, keeps (outputs.h; see SaveOptions)
   bool sync = false;       ///< fsync the file and its directory (see SaveOptions)
   bool verify = true;      ///< verify before the rename (off only on request)

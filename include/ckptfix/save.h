@@ -10,6 +10,7 @@
 #include <vector>
 
 #include "ckptfix/checkpoint.h"
+#include "ckptfix/nested.h"
 #include "ckptfix/outputs.h"
 #include "ckptfix/verify.h"
 
@@ -107,6 +108,10 @@ struct UnknownCalls {
   /// held (a project's own class: its code runs on a full load), in the
   /// order the pickle first reaches them.
   std::vector<GlobalRef> unknown;
+  /// What the file's nested pickles (a module's extra state holding one,
+  /// nested.h) would do when its model loads them that the policy refuses:
+  /// save() refuses to carry them, whatever the format.
+  std::vector<NestedViolation> nested;
 };
 
 /// Judges the calls a file written from `checkpoint` (as it is now, after
@@ -122,6 +127,11 @@ void refuse_unknown_calls(const Checkpoint& checkpoint, const std::vector<std::s
 /// The same, from calls unknown_calls gave for `checkpoint` as it is (one
 /// walk of its graph for both).
 void refuse_calls(const Checkpoint& checkpoint, const UnknownCalls& calls);
+/// Throws the Error(kUnsafe) for the first of `nested` (nested_violations),
+/// naming the key and what its pickle calls; nothing for none. Every writer
+/// calls it, safetensors' too: a carried extra state is unpickled by the
+/// model whatever file it came in.
+void refuse_nested_calls(const Checkpoint& checkpoint, const std::vector<NestedViolation>& nested);
 
 /// Writes `checkpoint` (with any edits the passes made) to `path` atomically:
 /// a temporary file beside it, verified (unless options.verify is false),

@@ -62,13 +62,16 @@ struct PlainValue {
   enum class Kind {
     kNone, kBool, kInt, kFloat, kStr, kBytes, kList, kTuple, kDict, kOrderedDict, kSet, kFrozenSet,
     kTensor,  ///< a tensor of the checkpoint: `tensor`
+    /// An io.BytesIO (Transformer Engine's older extra state): its buffer in
+    /// `text`, its position in `integer` (decimal).
+    kBytesIO,
   };
   Kind kind = Kind::kNone;  ///< what it is
   bool boolean = false;     ///< kBool
   /// kInt: its value in decimal (Python's ints have no size limit).
   std::string integer;
   double number = 0;        ///< kFloat
-  std::string text;         ///< kStr (UTF-8) and kBytes
+  std::string text;         ///< kStr (UTF-8), kBytes and kBytesIO
   /// kList, kTuple, kSet, kFrozenSet: the items; kDict, kOrderedDict: keys
   /// and values alternating, in order.
   std::vector<PlainValue> items;

@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import collections
 import ctypes
+import io
 import mmap as mmap_module
 import os
 import tempfile
@@ -357,6 +358,10 @@ def typed_tensors(layout: Dict[str, Any], torch: Any, bases: List["torch.Tensor"
             return collections.OrderedDict((decode(a), decode(b)) for a, b in v)
         if kind == "tensor":
             return tensor(v, cast=False)  # a module's extra state is carried as it is
+        if kind == "bytes_io":  # Transformer Engine's older extra state: as torch.load gives it
+            buffer = io.BytesIO(bytes.fromhex(v[0]))
+            buffer.seek(int(decode(v[1])))
+            return buffer
         raise CheckpointError("'{}': ckptfix layout gave a value of unknown kind {!r}".format(layout.get("path"), kind))
 
     def sparse(entry: Dict[str, Any]) -> "torch.Tensor":

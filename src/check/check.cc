@@ -6,6 +6,7 @@
 #include <unordered_map>
 
 #include "ckptfix/error.h"
+#include "ckptfix/nested.h"
 #include "ckptfix/passes.h"
 #include "ckptfix/stats.h"
 #include "error_boundary.h"
@@ -226,6 +227,13 @@ CheckReport check_file(const std::filesystem::path& file, const CheckOptions& op
     for (const TorchVersion& v : torch) report.weights_only_by_torch.push_back(weights_only_verdict(ck, v));
     report.weights_only = report.weights_only_by_torch.front();
     check_weights_only(options, ck, torch, *report.weights_only, report.violations);
+    // What torch.load's weights_only never looks inside: the pickles a
+    // model unpickles from its extra states (nested.h).
+    for (NestedViolation& n : nested_violations(nested_pickles(ck), options.allow_globals)) {
+      report.violations.push_back({"key '" + n.key + "'", std::move(n.what) +
+                                                              ": the model's load_state_dict would run it (its "
+                                                              "set_extra_state unpickles it after torch.load)"});
+    }
     if (!options.device.empty()) check_devices(options, ck, report.violations);
     check_dicts(options, ck, report.violations);
     if (options.finite) check_finite(options, ck, report.violations);

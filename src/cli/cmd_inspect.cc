@@ -5,6 +5,7 @@
 #include <sstream>
 
 #include "ckptfix/checkpoint.h"
+#include "ckptfix/nested.h"
 #include "ckptfix/stats.h"
 #include "ckptfix/prefixes.h"
 #include "ckptfix/check.h"
@@ -155,6 +156,24 @@ nlohmann::json describe(const Checkpoint& ck, TorchVersion torch, const StatsRep
     if (!g.exists_in_torch_1_13) j["in_torch_1_13"] = false;  // only then: a file may name 10^5 globals
     doc["globals"].push_back(std::move(j));
   }
+  // Pickles inside values (a module's extra state), which a model unpickles
+  // after torch.load: each read, never run, with what it would call.
+  doc["nested_pickles"] = nlohmann::json::array();
+  const std::vector<NestedPickle> nested = nested_pickles(ck);
+  const std::vector<NestedViolation> refused = nested_violations(nested, {});
+  for (const NestedPickle& p : nested) {
+    nlohmann::json j = {{"key", p.key},       {"path", path_to_json(p.path)}, {"holder", p.holder},
+                        {"form", to_string(p.form)}, {"bytes", p.bytes},  {"depth", p.depth},
+                        {"tensors", p.tensors}};
+    j["globals"] = nlohmann::json::array();
+    for (const GlobalRef& g : p.globals) j["globals"].push_back(global_use_json(g));
+    j["unreadable"] = p.unreadable.empty() ? nlohmann::json() : nlohmann::json(p.unreadable);
+    j["refused"] = nlohmann::json::array();
+    for (const NestedViolation& v : refused) {
+      if (v.key == p.key) j["refused"].push_back(v.what);
+    }
+    doc["nested_pickles"].push_back(std::move(j));
+  }
   doc["weights_only"] = weights_only_json(weights_only_verdict(ck, torch));
   doc["weights_only"]["torch"] = torch.str();
   // Every release ckptfix models, the same verdicts merged into runs.
@@ -302,6 +321,25 @@ void print_human(const Checkpoint& ck, TorchVersion torch, const StatsReport* st
     for (size_t i = 0; i < refused.size(); ++i) out << (i ? ", '" : " '") << printable(refused[i].dotted()) << "'";
     out << " (not known as data); ckptfix weights-only turns such values into plain data, --allow-global PATTERN "
            "trusts them\n";
+  }
+
+  // Nested pickles: one line each, what is inside, and what the policy refuses.
+  for (const nlohmann::json& p : doc["nested_pickles"]) {
+    if (&p == &doc["nested_pickles"].front()) out << "  nested pickles (unpickled by the model after torch.load):\n";
+    out << "    " << std::string(2 * (p["depth"].get<int>() - 1), ' ') << printable(p["key"].get<std::string>()) << ": "
+        << p["holder"].get<std::string>() << ", " << p["form"].get<std::string>() << ", " << p["bytes"].get<uint64_t>()
+        << " bytes";
+    if (!p["globals"].empty()) {
+      out << "; globals";
+      for (const nlohmann::json& g : p["globals"]) {
+        out << (&g == &p["globals"].front() ? " " : ", ") << printable(g["name"].get<std::string>());
+      }
+    }
+    if (!p["tensors"].empty()) out << "; " << p["tensors"].size() << " tensor" << (p["tensors"].size() == 1 ? "" : "s");
+    out << "\n";
+    for (const nlohmann::json& t : p["tensors"]) out << "      " << printable(t.get<std::string>()) << "\n";
+    if (!p["unreadable"].is_null()) out << "      not read: " << printable(p["unreadable"].get<std::string>()) << "\n";
+    for (const nlohmann::json& r : p["refused"]) out << "      REFUSED: " << printable(r.get<std::string>()) << "\n";
   }
 
   // The tensor table, columns sized to their contents (with --stats, the

@@ -27,6 +27,8 @@
 
 #include "ckptfix/checkpoint.h"
 #include "ckptfix/error.h"
+#include "ckptfix/nested.h"
+#include "ckptfix/save.h"
 #include "ckptfix/state_dict.h"
 #include "ckptfix/passes.h"
 #include "cli/commands.h"
@@ -162,7 +164,15 @@ class Tensors {
   /// Plain data as JSON: null, true/false, str and lists as themselves;
   /// {"int": "decimal"}, {"float": "hex"}, {"bytes": "hex"}, {"tuple": [...]},
   /// {"set": [...]}, {"frozenset": [...]}, {"dict": [[k, v], ...]},
-  /// {"ordered_dict": [[k, v], ...]}, {"tensor": index in "tensors"}.
+  /// {"ordered_dict": [[k, v], ...]}, {"tensor": index in "tensors"},
+  /// {"bytes_io": ["hex", position]}.
+  static std::string hex(const std::string& bytes) {
+    static const char* digits = "0123456789abcdef";
+    std::string out;
+    for (unsigned char c : bytes) out += digits[c >> 4], out += digits[c & 15];
+    return out;
+  }
+
   nlohmann::json data_json(const PlainValue& v) {
     using K = PlainValue::Kind;
     auto list = [&](const std::vector<PlainValue>& items) {
@@ -185,12 +195,8 @@ class Tensors {
         return {{"float", buf}};
       }
       case K::kStr: return v.text;
-      case K::kBytes: {
-        static const char* hex = "0123456789abcdef";
-        std::string out;
-        for (unsigned char c : v.text) out += hex[c >> 4], out += hex[c & 15];
-        return {{"bytes", out}};
-      }
+      case K::kBytes: return {{"bytes", hex(v.text)}};
+      case K::kBytesIO: return {{"bytes_io", {hex(v.text), {{"int", v.integer}}}}};
       case K::kList: return list(v.items);
       case K::kTuple: return {{"tuple", list(v.items)}};
       case K::kSet: return {{"set", list(v.items)}};
@@ -228,6 +234,9 @@ int run(const LayoutArgs& args) {
       apply_passes(ck, passes);
       key.clear();
     }
+    // What ckptfix.load hands to a model never carries a call the policy
+    // refuses inside an extra state, which the model would unpickle (nested.h).
+    refuse_nested_calls(ck, nested_violations(nested_pickles(ck), {}));
     const std::vector<StateDictEntry> entries = select_state_dict(ck, key);
     Stage stage(args.stage);
     Tensors tensors(ck, stage);

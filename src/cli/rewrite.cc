@@ -18,6 +18,7 @@
 
 #include "ckptfix/checkpoint.h"
 #include "ckptfix/error.h"
+#include "ckptfix/nested.h"
 #include "ckptfix/outputs.h"
 #include "ckptfix/rerun.h"
 #include "ckptfix/safetensors.h"
@@ -191,6 +192,7 @@ Written write_output(RewriteRun& run, Checkpoint& checkpoint, const PassReport& 
     st.drop_aliases = args.drop_aliases;
     st.metadata = run.metadata;
     st.overwrite = options.overwrite;
+    st.allow_globals = options.allow_globals;
     st.policy = options.policy;
     st.sync = options.sync;
     st.verify = options.verify;
@@ -317,7 +319,11 @@ Outcome rewrite_input(RewriteRun& run, const Input& input, Progress& progress) {
     std::vector<std::string> warnings = report.warnings;
     std::vector<std::string> unknown;
     nlohmann::json trusted = nlohmann::json::array();
-    if (!safetensors) {  // a safetensors file holds no pickle, so it calls and keeps no global
+    if (safetensors) {
+      // A safetensors file holds no pickle, so it calls and keeps no global;
+      // but an extra state it carries is still unpickled by its model.
+      refuse_nested_calls(checkpoint, nested_violations(nested_pickles(checkpoint), args.allow_globals));
+    } else {
       // Refused before anything is said or written: one line.
       const UnknownCalls calls = unknown_calls(checkpoint, args.allow_globals);
       refuse_calls(checkpoint, calls);

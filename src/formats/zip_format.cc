@@ -24,9 +24,12 @@ constexpr uint64_t kMaxSmallRecord = 4096;
 // (OpenOptions::leave_payloads_in_file): numpy arrays' bytes, not names.
 constexpr uint64_t kPayloadInFileFrom = uint64_t{1} << 20;
 
+// Whether a record's name starts with `prefix`, ignoring ASCII case as
+// torch's reader finds records.
 bool has_record_with_prefix(const ZipReader& zip, const std::string& prefix) {
-  return std::any_of(zip.entries().begin(), zip.entries().end(),
-                     [&](const ZipEntry& e) { return e.name.compare(0, prefix.size(), prefix) == 0; });
+  return std::any_of(zip.entries().begin(), zip.entries().end(), [&](const ZipEntry& e) {
+    return e.name.size() >= prefix.size() && FoldedNameEqual{}(std::string_view(e.name).substr(0, prefix.size()), prefix);
+  });
 }
 
 std::string trim(std::string s) {

@@ -4,6 +4,7 @@
 #include <algorithm>
 
 #include "ckptfix/error.h"
+#include "ckptfix/nested.h"
 #include "ckptfix/passes.h"
 #include "ckptfix/save.h"
 #include "model/checkpoint_impl.h"
@@ -33,6 +34,7 @@ UnknownCalls unknown_calls(const Checkpoint& checkpoint, const std::vector<std::
     if (p.empty()) throw Error(ErrorKind::kInvalidArgument, "`allow_globals` needs a non-empty pattern");
   }
   UnknownCalls out;
+  out.nested = nested_violations(nested_pickles(checkpoint), allow_globals);
   // Only an unknown class or a function is ever reported: a graph with
   // neither (every state dict) needs no walk, which for 100,000 tensors
   // took a twentieth of a rewrite, once here and once in the save.
@@ -52,7 +54,20 @@ void refuse_unknown_calls(const Checkpoint& checkpoint, const std::vector<std::s
   refuse_calls(checkpoint, unknown_calls(checkpoint, allow_globals));
 }
 
+void refuse_nested_calls(const Checkpoint& checkpoint, const std::vector<NestedViolation>& nested) {
+  if (nested.empty()) return;
+  const NestedViolation& first = nested.front();
+  std::string message = "refusing to carry key '" + first.key + "': " + first.what +
+                        "; the model's load_state_dict would run it (its set_extra_state unpickles it after "
+                        "torch.load, whatever weights_only says)";
+  if (nested.size() > 1) message += ", and " + std::to_string(nested.size() - 1) + " more such";
+  message += "; the weights-only repair with `drop_unknown` replaces it with None, or `allow_globals` trusts a "
+             "global it calls";
+  throw Error(ErrorKind::kUnsafe, message).in_file(checkpoint.file_name());
+}
+
 void refuse_calls(const Checkpoint& checkpoint, const UnknownCalls& calls) {
+  refuse_nested_calls(checkpoint, calls.nested);
   const std::vector<GlobalRef>& refused = calls.refused;
   if (refused.empty()) return;
   const bool one = refused.size() == 1;

@@ -8,6 +8,7 @@
 
 #include "ckptfix/error.h"
 #include "model/graph_walk.h"
+#include "pickle/text_codecs.h"
 #include "pickle/value_map.h"
 
 namespace ckptfix {
@@ -29,6 +30,10 @@ void read_in_payload(CheckpointImpl& checkpoint, Value& v) {
   checkpoint.pickle_bytes_held = held + v.in_file_length();
   std::string text(v.in_file_length(), '\0');
   checkpoint.file->read(v.in_file_offset(), std::as_writable_bytes(std::span(text)), object_pickle_name(checkpoint));
+  if (v.kind == ValueKind::kStr && !is_utf8_surrogatepass(text)) {  // as the unpickler checks the str it reads
+    throw Error(ErrorKind::kCorrupt, "a str that is not UTF-8 (CPython refuses to load it)")
+        .at(object_pickle_name(checkpoint));
+  }
   v.text = std::move(text);
   v.set_in_file(0, 0);
 }

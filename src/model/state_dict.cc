@@ -6,6 +6,7 @@
 
 #include "ckptfix/error.h"
 #include "error_boundary.h"
+#include "model/bytes_values.h"
 #include "model/graph_walk.h"
 #include "model/checkpoint_impl.h"
 #include "model/dict_selection.h"
@@ -87,23 +88,6 @@ std::string big_int_decimal(const std::string& bytes) {
   if (digits.empty()) digits = "0";
   if (negative) digits.push_back('-');
   return std::string(digits.rbegin(), digits.rend());
-}
-
-// The bytes a str of code points 0..255 stands for (protocol 2's
-// _codecs.encode(str, 'latin1')), or nullopt for a code point above 255.
-std::optional<std::string> utf8_to_latin1(const std::string& text) {
-  std::string out;
-  for (size_t i = 0; i < text.size(); ++i) {
-    const auto c = static_cast<unsigned char>(text[i]);
-    if (c < 0x80) {
-      out.push_back(static_cast<char>(c));
-    } else if ((c == 0xC2 || c == 0xC3) && i + 1 < text.size()) {
-      out.push_back(static_cast<char>(((c & 0x03) << 6) | (static_cast<unsigned char>(text[++i]) & 0x3F)));
-    } else {
-      return std::nullopt;
-    }
-  }
-  return out;
 }
 
 // The value of `dict`'s entry `key`.
@@ -189,12 +173,17 @@ PlainValue to_plain(const CheckpointImpl& checkpoint, const Value& root, const s
         }
         const std::vector<Value*> no_args;
         const std::vector<Value*>& args = v.args() != nullptr ? v.args()->items : no_args;
-        if (v.is_call_to("_codecs", "encode") && args.size() == 2 && args[0]->is_str() && args[1]->is_str() &&
-            args[1]->text == "latin1" && v.entries().empty() && v.items.empty() && v.states().empty()) {
-          const std::optional<std::string> bytes = utf8_to_latin1(args[0]->text);
+        if (v.is_call_to("_codecs", "encode")) {
+          std::optional<std::string> bytes = bytes_of(v);
           if (!bytes) throw unsupported(v);
           p.kind = PlainValue::Kind::kBytes;
-          p.text = *bytes;
+          p.text = std::move(*bytes);
+          break;
+        }
+        if (std::optional<BytesIOValue> io = bytes_io_of(v)) {  // io.BytesIO is data, as bytes are
+          p.kind = PlainValue::Kind::kBytesIO;
+          p.text = std::move(io->bytes);
+          p.integer = std::to_string(io->position);
           break;
         }
         const bool set = v.is_call_to("builtins", "set") || v.is_call_to("__builtin__", "set");

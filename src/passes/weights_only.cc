@@ -11,11 +11,13 @@
 #include <unordered_set>
 
 #include "ckptfix/error.h"
+#include "ckptfix/nested.h"
 #include "model/graph_walk.h"
 #include "model/payloads.h"
 #include "model/torch_objects.h"
 #include "passes/passes_internal.h"
 #include "passes/weights_only_rules.h"
+#include "pickle/call_analysis.h"
 #include "pickle/global_policy.h"
 
 namespace ckptfix {
@@ -29,6 +31,16 @@ const Value* class_of(const Value& v) {
     return v.callable();
   }
   return nullptr;
+}
+
+// Whether an object's constructor or BUILD state gives it an attribute
+// named like a dunder (CallAnalysis::gives_dunder_attributes).
+bool gives_dunder_attributes(const Value& v) {
+  if (CallAnalysis::gives_dunder_attributes(v.args(), v.kwargs())) return true;
+  for (const Value* state : v.states()) {
+    if (state != nullptr && CallAnalysis::gives_dunder_attributes(nullptr, state)) return true;
+  }
+  return false;
 }
 
 // On the allowlist of the torch release the output is for.
@@ -55,6 +67,40 @@ void unwrap_unreachable_parameters(CheckpointImpl& impl) {
   }
 }
 
+// drop_unknown: each extra state (or io.BytesIO) whose nested pickle calls
+// what the policy refuses becomes None, as an object no rule knows does.
+// Without it they stay, and every writer refuses to carry them.
+void drop_refused_nested_pickles(Checkpoint& checkpoint, PassReport& report) {
+  const std::vector<NestedViolation> found = nested_violations(nested_pickles(checkpoint), {});
+  if (found.empty()) return;
+  CheckpointImpl& impl = impl_of(checkpoint);
+  std::map<Path, std::string> why;  // each value once, with its first violation
+  for (const NestedViolation& n : found) why.emplace(n.path, n.what);
+  std::unordered_set<const Value*> dropped;
+  walk_checkpoint(impl, impl.root, [&](Value& v, const Path& path) {
+    const auto it = why.find(path);
+    if (it == why.end()) return true;
+    dropped.insert(&v);
+    report.repaired.push_back({path, "extra state whose " + it->second.substr(4), "None (drop_unknown)"});
+    return false;
+  });
+  // Made apart: a new value must not be made while the graph is iterated.
+  std::vector<Value*> holders;
+  impl.graph.for_each([&](Value& v) {
+    if (v.has_parts() || !v.items.empty()) holders.push_back(&v);
+  });
+  Value* none = impl.graph.make_none();
+  for (Value* h : holders) {
+    for (Value*& item : h->items) {
+      if (dropped.count(item) != 0) item = none;
+    }
+    if (!h->has_parts()) continue;
+    for (auto& [key, value] : h->entries()) {
+      if (dropped.count(value) != 0) value = none;
+    }
+  }
+}
+
 }  // namespace
 
 void make_weights_only(Checkpoint& checkpoint, const PassOptions& options, PassReport& report) {
@@ -71,16 +117,25 @@ void make_weights_only(Checkpoint& checkpoint, const PassOptions& options, PassR
   read_in_payloads(impl, numpy_array_payloads(impl));
   walk_checkpoint(impl, impl.root, [&](Value& v, const Path& path) {
     const Value* cls = class_of(v);
+    // An object given a dunder attribute by its constructor or its state
+    // (torch's _rebuild_parameter_with_state given {'__setstate__': f}):
+    // CPython looks it up on the instance and calls it, so no rule makes
+    // it data (made data, the output would not load).
+    const bool dunder = v.kind == ValueKind::kObject && gives_dunder_attributes(v);
     // For 1.13 (weights_only=False by default) the oldest allowlist, 2.6's:
     // the repair still makes what weights_only loaders of 2.x load.
-    if (cls == nullptr || allowed(*cls, allowlist_release(options.torch.value_or(default_torch_version())))) return true;
-    if (repair_value(ctx, v, path)) return true;  // go on into what it became
+    if (!dunder &&
+        (cls == nullptr || allowed(*cls, allowlist_release(options.torch.value_or(default_torch_version()))))) {
+      return true;
+    }
+    if (!dunder && repair_value(ctx, v, path)) return true;  // go on into what it became
     const std::string where = path.empty() ? "<root>" : path_to_string(path);
+    const std::string what = cls == nullptr ? std::string("an object") : cls->dotted();
     if (!options.drop_unknown) {
-      refused.push_back({where, cls->dotted()});
+      refused.push_back({where, dunder ? what + " given a dunder attribute (a __setstate__ CPython would call)" : what});
       return false;
     }
-    report.repaired.push_back({path, cls->dotted() + " object", "None (drop_unknown)"});
+    report.repaired.push_back({path, what + " object", "None (drop_unknown)"});
     v.reset(ValueKind::kNone);
     return false;
   });
@@ -101,6 +156,7 @@ void make_weights_only(Checkpoint& checkpoint, const PassOptions& options, PassR
                     "; `drop_unknown` replaces them with None");
   }
   read_in_payloads(impl);
+  if (options.drop_unknown) drop_refused_nested_pickles(checkpoint, report);
   unwrap_unreachable_parameters(impl);
 }
 

@@ -80,6 +80,7 @@ const CallAnalysis::GlobalFacts& CallAnalysis::facts_of(const Value& global) {
     kinds_.emplace(key, facts.kind);
   }
   facts.calls_its_arguments = calls_its_arguments(global.text, global.name());
+  facts.calls_methods_of_its_arguments = calls_methods_of_its_arguments(global.text, global.name());
   GlobalFacts& kept = facts_[&global];
   kept = facts;
   return kept;
@@ -215,6 +216,11 @@ void CallAnalysis::object_made(const Value& object, uint64_t offset, const char*
       const Value* base = (*a)[1];
       if (base->kind == ValueKind::kGlobal && known(kind_of(*base))) {
         use(*base, GlobalUse::kCalled, offset, "the base of copyreg._reconstructor");
+        // base.__init__(obj, state): dict's looks up state.keys().
+        if (facts_of(*base).calls_methods_of_its_arguments) {
+          objects_called(std::span<Value* const>(*a).subspan(2, 1), offset,
+                         "given to copyreg._reconstructor's base, which looks up its methods");
+        }
       } else {
         mark_called(base, offset, "the base of copyreg._reconstructor");
         mark_called((*a)[2], offset, "in the arguments of a call");
@@ -230,7 +236,47 @@ void CallAnalysis::object_made(const Value& object, uint64_t offset, const char*
   if (kind == GlobalKind::kUnknown || kind == GlobalKind::kFunction || facts_of(*callable).calls_its_arguments) {
     mark_called(args, offset, "in the arguments of a call");
     mark_called(kwargs, offset, "in the arguments of a call");
+    return;
   }
+  // One that looks up methods of an object it is given (dict(x) calls x.keys()).
+  if (facts_of(*callable).calls_methods_of_its_arguments) {
+    const std::string how = "given to " + callable->text + "." + callable->name() + ", which looks up its methods";
+    if (a != nullptr) objects_called(*a, offset, how);
+    if (kwargs != nullptr) {
+      for (const auto& [k, v] : kwargs->entries()) objects_called({&v, 1}, offset, how);
+    }
+  }
+}
+
+void CallAnalysis::objects_called(std::span<Value* const> values, uint64_t offset, std::string_view how) {
+  for (const Value* v : values) {
+    if (v != nullptr && v->kind == ValueKind::kObject) mark_called(v, offset, how);
+  }
+}
+
+bool CallAnalysis::gives_dunder_attributes(const Value* args, const Value* kwargs) {
+  auto dunder = [](const Value* key) {
+    return key != nullptr && key->is_str() && key->text.size() > 4 && key->text.starts_with("__") &&
+           key->text.ends_with("__");
+  };
+  auto dict_with_dunder = [&](const Value* v) {
+    if (v == nullptr || v->kind != ValueKind::kDict) return false;
+    for (const auto& [k, val] : v->entries()) {
+      if (dunder(k)) return true;
+    }
+    return false;
+  };
+  if (args != nullptr) {
+    for (const Value* a : args->items) {
+      if (dict_with_dunder(a)) return true;
+    }
+  }
+  if (kwargs != nullptr) {
+    for (const auto& [k, v] : kwargs->entries()) {
+      if (dunder(k) || dict_with_dunder(v)) return true;
+    }
+  }
+  return false;
 }
 
 void CallAnalysis::added(const Value& target, std::span<Value* const> values, Addition how, uint64_t offset) {
@@ -245,6 +291,9 @@ void CallAnalysis::added(const Value& target, std::span<Value* const> values, Ad
   if (target.kind == ValueKind::kObject) {
     if (how == Addition::kAppends) attribute_call = "held by an object whose append or extend APPENDS calls";
     if (how == Addition::kRebuild) attribute_call = "held by an object a second BUILD calls __setstate__ of";
+    if (how == Addition::kBuild && gives_dunder_attributes(target.args(), target.kwargs())) {
+      attribute_call = "held by an object whose constructor gave it a dunder attribute (a __setstate__ its BUILD calls)";
+    }
     if (how == Addition::kBuild && values.size() == 1 && is_tuple(values[0]) && values[0]->items.size() == 2 &&
         values[0]->items[1]->kind == ValueKind::kDict) {
       attribute_call = "held by an object a BUILD sets attributes of by setattr (a slot state)";
@@ -257,6 +306,17 @@ void CallAnalysis::added(const Value& target, std::span<Value* const> values, Ad
   }
   if (called_.count(&target) != 0) {
     for (const Value* v : values) mark_called(v, offset, "added to a value that is called");
+    return;
+  }
+  // Hashed: a dict's keys, a set's items run their class's __hash__ and __eq__.
+  if (target.kind == ValueKind::kDict && how == Addition::kSetItems) {
+    for (size_t i = 0; i < values.size(); i += 2) {
+      objects_called(values.subspan(i, 1), offset, "a dict key (hashing it calls its class's __hash__ and __eq__)");
+    }
+    return;
+  }
+  if ((target.kind == ValueKind::kSet || target.kind == ValueKind::kFrozenSet) && how == Addition::kAddItems) {
+    objects_called(values, offset, "a set item (hashing it calls its class's __hash__ and __eq__)");
     return;
   }
   if (target.kind != ValueKind::kObject) return;
@@ -284,6 +344,22 @@ std::vector<GlobalUsage> reachable_global_usages(const Value* root) {
     if (v->kind == ValueKind::kGlobal) {
       analysis.named(*v, v->op_offset());
       continue;
+    }
+    if ((v->kind == ValueKind::kDict || v->kind == ValueKind::kSet || v->kind == ValueKind::kFrozenSet) &&
+        !v->refers_to_nothing()) {
+      // Keys and items that are objects are hashed as the pickle is loaded.
+      entries.clear();
+      if (v->kind == ValueKind::kDict) {
+        for (const auto& [k, val] : v->entries()) {
+          if (k != nullptr && k->kind == ValueKind::kObject) entries.insert(entries.end(), {k, val});
+        }
+        if (!entries.empty()) analysis.added(*v, entries, CallAnalysis::Addition::kSetItems, v->op_offset());
+      } else {
+        for (Value* item : v->items) {
+          if (item != nullptr && item->kind == ValueKind::kObject) entries.push_back(item);
+        }
+        if (!entries.empty()) analysis.added(*v, entries, CallAnalysis::Addition::kAddItems, v->op_offset());
+      }
     }
     if (v->kind == ValueKind::kObject) {
       const uint64_t at = v->op_offset();

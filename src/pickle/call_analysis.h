@@ -24,6 +24,13 @@
 //    any name, __class__ included, which turns the object into an
 //    instance of a class the file names).
 //
+// Implicit calls (issue 66): a callable ckptfix knows as data may look up
+// methods of an object it is given (dict(x) calls x.keys(),
+// global_lists::calls_methods_of_its_arguments), hashing an object (a dict
+// key, a set item) runs its class's __hash__ and __eq__, and a BUILD on an
+// object whose constructor gave it a `__setstate__` attribute calls that:
+// each counts as a call of what the object holds.
+//
 // copyreg's builders are read for what they do (copyreg.__newobj__ is
 // NEWOBJ spelled as a REDUCE, _reconstructor(cls, object, None) makes an
 // instance without calling cls). A callable that is not a global (a
@@ -107,6 +114,11 @@ class CallAnalysis {
   /// Every global named (named()) or used, in order of first appearance, with its strongest use.
   std::vector<GlobalUsage> usages() const { return usages_; }
 
+  /// Whether a call with `args` and `kwargs` gives the object it makes
+  /// attributes named like dunders (`{'__setstate__': f}`), which CPython
+  /// then looks up on the instance.
+  static bool gives_dunder_attributes(const Value* args, const Value* kwargs);
+
  private:
   /// The name's key in kinds_ and index_, in key_.
   const std::string& key_of(const Value& global);
@@ -114,7 +126,12 @@ class CallAnalysis {
   struct GlobalFacts {
     GlobalKind kind = GlobalKind::kUnknown;
     bool calls_its_arguments = false;
+    bool calls_methods_of_its_arguments = false;
   };
+  /// Marks each object among `values` as called (what it holds, and its
+  /// class): a callable looks up its methods, or hashing it runs its
+  /// class's __hash__.
+  void objects_called(std::span<Value* const> values, uint64_t offset, std::string_view how);
   const GlobalFacts& facts_of(const Value& global);
   GlobalKind kind_of(const Value& global) { return facts_of(global).kind; }
   /// The use `use` of `global` at `offset`, kept when stronger than what was seen.

@@ -144,6 +144,9 @@ constexpr const char* kKnownData[] = {
     "pathlib.Path", "pathlib.PosixPath", "pathlib.WindowsPath", "pathlib.PurePath", "pathlib.PurePosixPath",
     "pathlib.PureWindowsPath", "pathlib._local.Path", "pathlib._local.PosixPath", "pathlib._local.WindowsPath",
     "pathlib._local.PurePath", "pathlib._local.PurePosixPath", "pathlib._local.PureWindowsPath",
+    // An in-memory buffer of bytes (Transformer Engine's older extra state):
+    // it opens no file; what it holds is read as a nested pickle (docs/security.md).
+    "_io.BytesIO", "io.BytesIO",
     "datetime.datetime", "datetime.date", "datetime.time", "datetime.timedelta", "datetime.timezone",
     "datetime.tzinfo", "decimal.Decimal", "fractions.Fraction", "uuid.UUID", "uuid.SafeUUID",
     // numpy arrays, scalars and dtypes (numpy < 2 spells numpy.core, numpy 2 numpy._core).
@@ -178,6 +181,10 @@ constexpr const char* kGadgets[] = {
     "termios", "fcntl", "resource", "signal", "_signal", "ctypes", "_ctypes", "cffi", "gc", "site", "sysconfig",
     "atexit", "faulthandler", "_winapi", "msvcrt", "winreg", "_winreg", "posixpath", "ntpath", "genericpath",
     "pwd", "grp", "spwd", "crypt", "getpass", "syslog", "mmap", "platform", "multiprocessing",
+    // private helpers that run commands or load code (_osx_support._read_output runs a shell command)
+    "_osx_support", "_aix_support", "_bootsubprocess", "_multiprocessing", "_posixshmem", "_pyrepl", "_imp",
+    "_frozen_importlib", "_frozen_importlib_external", "_sitebuiltins", "_tkinter", "_xxsubinterpreters",
+    "_interpreters", "_interpqueues", "_testcapi", "_testinternalcapi", "_testmultiphase", "_ctypes_test",
     "concurrent", "threading", "_thread", "thread", "dummy_thread", "_dummy_thread", "asyncio",
     // code execution, importing, attribute traversal
     "builtins.eval", "builtins.exec", "builtins.execfile", "builtins.compile", "builtins.getattr",
@@ -259,6 +266,22 @@ constexpr const char* kCallsItsArguments[] = {
     "numpy.core.multiarray._reconstruct", "numpy._core.multiarray._reconstruct",  // subtype.__new__
 };
 
+// Callables ckptfix knows as data that look up methods of their argument
+// (issue 66): dict(x), OrderedDict(x) and their kin call x.keys() and
+// x[key] when x is no dict, set(x) and list(x) iterate it, codecs call
+// x.encode: where x is an object (a SimpleNamespace given a `keys` by its
+// BUILD, an instance of a class ckptfix does not know), what it holds is
+// called, as its class's own methods are. (docs/security.md, "Implicit calls".)
+constexpr const char* kCallsMethodsOfItsArguments[] = {
+    "builtins.dict", "builtins.set", "builtins.frozenset", "builtins.list", "builtins.tuple",
+    "builtins.bytearray", "builtins.bytes", "builtins.str", "builtins.int", "builtins.float", "builtins.complex",
+    "builtins.bool", "builtins.slice", "builtins.range", "builtins.enumerate", "builtins.zip", "builtins.reversed",
+    "collections.OrderedDict", "collections.UserDict", "collections.UserList", "collections.UserString",
+    "collections.defaultdict", "collections.Counter", "collections.ChainMap", "collections.deque",
+    "_codecs.encode", "_codecs.decode", "copyreg._reconstructor", "_io.BytesIO", "io.BytesIO",
+    "types.SimpleNamespace", "argparse.Namespace",
+};
+
 constexpr const char* kGadgetMethods[] = {
     "from_pretrained", "from_file", "fromfile", "load", "loads", "load_file", "save", "save_pretrained",
     "system", "popen", "spawn", "exec", "eval", "run_path", "run_module", "write_text", "write_bytes",
@@ -277,5 +300,6 @@ std::span<const char* const> gadgets() { return kGadgets; }
 std::span<const char* const> gadget_methods() { return kGadgetMethods; }
 std::span<const char* const> function_modules() { return kFunctionModules; }
 std::span<const char* const> calls_its_arguments() { return kCallsItsArguments; }
+std::span<const char* const> calls_methods_of_its_arguments() { return kCallsMethodsOfItsArguments; }
 
 }  // namespace ckptfix::global_lists

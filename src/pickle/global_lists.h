@@ -55,4 +55,8 @@ std::span<const char* const> function_modules();
 /// what their arguments hold counts as called (unpickler.h).
 std::span<const char* const> calls_its_arguments();
 
+/// Callables known as data that look up methods of their arguments (dict(x)
+/// calls x.keys()): an object among their arguments counts as called.
+std::span<const char* const> calls_methods_of_its_arguments();
+
 }  // namespace ckptfix::global_lists

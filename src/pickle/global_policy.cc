@@ -5,6 +5,7 @@
 #include <unordered_map>
 #include <vector>
 
+#include "pickle/compat_names.h"
 #include "pickle/global_lists.h"
 
 namespace ckptfix {
@@ -151,7 +152,16 @@ bool calls_its_arguments(std::string_view module, std::string_view name) {
   return lists().calls_its_arguments.contains(std::string(canonical_module(module)) + "." + std::string(name));
 }
 
-GlobalClass classify_global(std::string_view spelled_module, std::string_view name) {
+bool calls_methods_of_its_arguments(std::string_view module, std::string_view name) {
+  const auto [module3, name3] = python3_name(module, name);
+  static const SegmentTrie trie{global_lists::calls_methods_of_its_arguments()};
+  return name3.find('.') == npos && trie.contains(std::string(canonical_module(module3)) + "." + std::string(name3));
+}
+
+namespace {
+
+// classify_global of a name as it is looked up (after _compat_pickle).
+GlobalClass classify_loaded(std::string_view spelled_module, std::string_view name) {
   const Lists& l = lists();
   const std::string_view module = canonical_module(spelled_module);
   const std::string path = std::string(module) + "." + std::string(name);
@@ -216,6 +226,24 @@ GlobalClass classify_global(std::string_view spelled_module, std::string_view na
     if (l.gadget_methods.contains(method)) return gadget("the method " + std::string(method));
   }
   return {GlobalKind::kUnknown, {}};
+}
+
+}  // namespace
+
+GlobalClass classify_global(std::string_view module, std::string_view name) {
+  // CPython loads a Python 2 name as its Python 3 one in the pickles torch
+  // writes (protocol 2): StringIO.open is the builtin open. Judged as what
+  // it loads; a name that is a gadget as spelled stays one.
+  const auto [module3, name3] = python3_name(module, name);
+  if (module3 == module && name3 == name) return classify_loaded(module, name);
+  const GlobalClass spelled = classify_loaded(module, name);
+  if (spelled.kind == GlobalKind::kGadget) return spelled;
+  GlobalClass loaded = classify_loaded(module3, name3);
+  if (loaded.kind == GlobalKind::kGadget) {
+    loaded.matched = std::string(module3) + "." + std::string(name3) + ", which " + std::string(module) + "." +
+                     std::string(name) + " loads as" + (loaded.matched.empty() ? "" : ": " + loaded.matched);
+  }
+  return loaded;
 }
 
 }  // namespace ckptfix

@@ -66,4 +66,8 @@ bool exists_in_torch_1_13(std::string_view module, std::string_view name);
 /// (global_lists::calls_its_arguments).
 bool calls_its_arguments(std::string_view module, std::string_view name);
 
+/// Whether a call of module.name looks up methods of an object it is given
+/// (global_lists::calls_methods_of_its_arguments).
+bool calls_methods_of_its_arguments(std::string_view module, std::string_view name);
+
 }  // namespace ckptfix

@@ -1,5 +1,6 @@
 #include "pickle/text_codecs.h"
 
+#include <cctype>
 #include <cstdint>
 #include <vector>
 
@@ -81,20 +82,25 @@ bool decode_python_string_literal(std::string_view q, std::string& out) {
 
 bool decode_raw_unicode_escape(std::string_view s, std::string& utf8) {
   utf8.clear();
+  // As CPython's _PyUnicode_DecodeRawUnicodeEscapeStateful: a backslash
+  // always takes the character after it, so \u or \U is an escape only
+  // after an odd run of backslashes (`\\u0041` is those 7 characters); any
+  // other byte is the code point of that value (latin-1).
   for (size_t i = 0; i < s.size();) {
-    const unsigned char c = static_cast<unsigned char>(s[i]);
-    if (c == '\\' && i + 1 < s.size() && (s[i + 1] == 'u' || s[i + 1] == 'U')) {
-      // raw-unicode-escape only treats \u / \U after an even run of backslashes;
-      // pickle writes them only for non-latin-1 characters and backslashes.
-      size_t j = i + 2;
-      uint32_t cp;
-      if (!read_hex(s, j, s[i + 1] == 'u' ? 4 : 8, cp) || cp > 0x10FFFF) return false;
-      append_utf8(utf8, cp);
-      i = j;
-    } else {
+    const unsigned char c = static_cast<unsigned char>(s[i++]);
+    if (c != '\\' || i >= s.size()) {
       append_utf8(utf8, c);
-      ++i;
+      continue;
     }
+    const char next = s[i++];
+    if (next != 'u' && next != 'U') {
+      append_utf8(utf8, '\\');
+      append_utf8(utf8, static_cast<unsigned char>(next));
+      continue;
+    }
+    uint32_t cp;
+    if (!read_hex(s, i, next == 'u' ? 4 : 8, cp) || cp > 0x10FFFF) return false;
+    append_utf8(utf8, cp);
   }
   return true;
 }
@@ -138,6 +144,66 @@ bool decimal_to_le_twos_complement(std::string_view text, std::string& out) {
   }
   out.assign(mag.begin(), mag.end());
   return true;
+}
+
+bool is_utf8_surrogatepass(std::string_view text) {
+  const auto* p = reinterpret_cast<const unsigned char*>(text.data());
+  const auto* end = p + text.size();
+  while (p < end) {
+    const unsigned char c = *p;
+    if (c < 0x80) {
+      ++p;
+      continue;
+    }
+    size_t n;
+    uint32_t cp;
+    if ((c & 0xE0) == 0xC0) {
+      n = 2;
+      cp = c & 0x1F;
+    } else if ((c & 0xF0) == 0xE0) {
+      n = 3;
+      cp = c & 0x0F;
+    } else if ((c & 0xF8) == 0xF0) {
+      n = 4;
+      cp = c & 0x07;
+    } else {
+      return false;
+    }
+    if (static_cast<size_t>(end - p) < n) return false;
+    for (size_t k = 1; k < n; ++k) {
+      if ((p[k] & 0xC0) != 0x80) return false;
+      cp = (cp << 6) | (p[k] & 0x3F);
+    }
+    static constexpr uint32_t kLeast[5] = {0, 0, 0x80, 0x800, 0x10000};
+    if (cp < kLeast[n] || cp > 0x10FFFF) return false;  // overlong, or past Unicode
+    p += n;
+  }
+  return true;
+}
+
+bool is_plain_float_literal(std::string_view t) {
+  size_t i = 0;
+  if (i < t.size() && (t[i] == '+' || t[i] == '-')) ++i;
+  std::string lower(t.substr(i));
+  for (char& c : lower) c = static_cast<char>(std::tolower(static_cast<unsigned char>(c)));
+  if (lower == "inf" || lower == "infinity" || lower == "nan") return true;
+  auto digits = [&](size_t& at) {
+    const size_t from = at;
+    while (at < t.size() && t[at] >= '0' && t[at] <= '9') ++at;
+    return at - from;
+  };
+  size_t whole = digits(i), fraction = 0;
+  if (i < t.size() && t[i] == '.') {
+    ++i;
+    fraction = digits(i);
+  }
+  if (whole + fraction == 0) return false;
+  if (i < t.size() && (t[i] == 'e' || t[i] == 'E')) {
+    ++i;
+    if (i < t.size() && (t[i] == '+' || t[i] == '-')) ++i;
+    if (digits(i) == 0) return false;
+  }
+  return i == t.size();
 }
 
 }  // namespace ckptfix

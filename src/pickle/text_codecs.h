@@ -24,5 +24,15 @@ bool decimal_to_le_twos_complement(std::string_view decimal, std::string& out);
 /// Each byte becomes the code point of the same value, UTF-8 encoded.
 std::string latin1_to_utf8(std::string_view bytes);
 
+/// Whether `text` is UTF-8 as CPython's "surrogatepass" decoder takes it:
+/// strict UTF-8 (no overlong forms, nothing past U+10FFFF), but encoded
+/// surrogates (ED A0 80 .. ED BF BF) allowed, as pickle writes a lone one.
+bool is_utf8_surrogatepass(std::string_view text);
+
+/// Whether `text` is a FLOAT literal CPython's load_float reads as strtod in
+/// the C locale does: `[+-]?(digits[.digits]|.digits)([eE][+-]?digits)?`, or
+/// `[+-]?(inf|infinity|nan)` in any case; no space, no hex, no `nan(...)`.
+bool is_plain_float_literal(std::string_view text);
+
 
 }  // namespace ckptfix

@@ -1,5 +1,7 @@
 #include "pickle/unpickler.h"
 
+#include <algorithm>
+#include <cerrno>
 #include <cmath>
 #include <cstdlib>
 #include <cstring>
@@ -87,8 +89,24 @@ class Machine {
       left_in_file_ += n;
     } else {
       v->text.assign(as_chars(take(n)));
+      if (kind == ValueKind::kStr) refuse_bad_utf8(v->text);
     }
     return v;
+  }
+
+  /// CPython decodes a str's bytes as UTF-8, surrogates passed: a str that
+  /// is not would not load, and read as bytes here it would be written back
+  /// as text that means other characters (or none).
+  void refuse_bad_utf8(std::string_view text) {
+    if (!is_utf8_surrogatepass(text)) fail("a str that is not UTF-8 (CPython refuses to load it)");
+  }
+
+  /// A PUT or GET index: decimal digits CPython reads as the same number.
+  uint64_t memo_index(std::string_view text, const char* opcode) {
+    if (text.empty() || text.size() > 18 || text.find_first_not_of("0123456789") != std::string_view::npos) {
+      fail(std::string(opcode) + " index '" + std::string(text) + "' is not a plain decimal index");
+    }
+    return std::stoull(std::string(text));
   }
 
 
@@ -219,6 +237,7 @@ class Machine {
     v->kwargs() = kwargs;
     v->set_op_offset(here());
     calls_.object_made(*v, here(), opcode);
+    if (options_.on_object) options_.on_object(*v, here());
     return v;
   }
   /// The offset of the current opcode, as messages and the call analysis give it.
@@ -233,6 +252,13 @@ class Machine {
   }
 
   Value* int_from_le_bytes(std::span<const std::byte> bytes) {
+    // Longer than 8 bytes but only sign extension past them: an int, as CPython makes it.
+    while (bytes.size() > 8) {
+      const uint8_t last = std::to_integer<uint8_t>(bytes.back());
+      const uint8_t before = std::to_integer<uint8_t>(bytes[bytes.size() - 2]);
+      if (!((last == 0x00 && before < 0x80) || (last == 0xFF && before >= 0x80))) break;
+      bytes = bytes.first(bytes.size() - 1);
+    }
     if (bytes.size() <= 8) {
       uint64_t u = 0;
       for (size_t i = 0; i < bytes.size(); ++i) u |= static_cast<uint64_t>(std::to_integer<uint8_t>(bytes[i])) << (8 * i);
@@ -246,9 +272,26 @@ class Machine {
     return v;
   }
 
-  Value* int_from_text(std::string_view text) {
+  /// An INT or LONG literal, where its value is the same to every CPython
+  /// (3.9 to 3.13 read INT and LONG in base 0, so `010` is 8 there and 10 in
+  /// 3.14; `0x10` is 16 or an error): `[+-]?digits`, LONG with an optional
+  /// `L`, no leading zero before other digits, no space. Anything else CPython
+  /// may read is refused rather than read otherwise.
+  Value* int_from_text(std::string_view text, bool is_long) {
     std::string s(text);
-    if (!s.empty() && s.back() == 'L') s.pop_back();  // LONG's Python 2 suffix
+    if (is_long && !s.empty() && s.back() == 'L') s.pop_back();  // LONG's Python 2 suffix
+    const size_t sign = !s.empty() && (s[0] == '-' || s[0] == '+') ? 1 : 0;
+    const std::string_view number = std::string_view(s).substr(sign);
+    if (number.empty() || number.find_first_not_of("0123456789") != std::string_view::npos) {
+      fail(std::string(is_long ? "LONG" : "INT") + " literal '" + std::string(text) +
+               "' is not a plain decimal (CPython reads such a text in ways that depend on its version, or refuses it)",
+           ErrorKind::kUnsupported);
+    }
+    if (number.size() > 1 && number[0] == '0' && number.find_first_not_of('0') != std::string_view::npos) {
+      fail(std::string(is_long ? "LONG" : "INT") + " literal '" + std::string(text) +
+               "' has a leading zero: CPython 3.13 and older read it as octal, 3.14 as decimal",
+           ErrorKind::kUnsupported);
+    }
     errno = 0;
     char* end = nullptr;
     const long long v = std::strtoll(s.c_str(), &end, 10);
@@ -376,26 +419,11 @@ UnpickleResult Machine::loop() {
         for (Value* v : pop_mark()) release(v);
         break;
       case op::kDup: push(top()); break;
-      case op::kPut: {
-        std::string_view s = line();
-        char* end = nullptr;
-        std::string t(s);
-        const unsigned long long i = std::strtoull(t.c_str(), &end, 10);
-        if (t.empty() || end != t.c_str() + t.size()) fail("bad PUT index");
-        memo_put(i);
-        break;
-      }
+      case op::kPut: memo_put(memo_index(line(), "PUT")); break;
       case op::kBinPut: memo_put(u8()); break;
       case op::kLongBinPut: memo_put(le<uint32_t>()); break;
       case op::kMemoize: memo_put(memo_entries_); break;
-      case op::kGet: {
-        std::string t(line());
-        char* end = nullptr;
-        const unsigned long long i = std::strtoull(t.c_str(), &end, 10);
-        if (t.empty() || end != t.c_str() + t.size()) fail("bad GET index");
-        push(memo_get(i));
-        break;
-      }
+      case op::kGet: push(memo_get(memo_index(line(), "GET"))); break;
       case op::kBinGet: push(memo_get(u8())); break;
       case op::kLongBinGet: push(memo_get(le<uint32_t>())); break;
 
@@ -404,17 +432,15 @@ UnpickleResult Machine::loop() {
       case op::kNewTrue: push(graph_.make_bool(true)); break;
       case op::kNewFalse: push(graph_.make_bool(false)); break;
       case op::kInt: {
-        std::string_view s = line();
-        if (s == "01") {
-          push(graph_.make_bool(true));
-        } else if (s == "00") {
-          push(graph_.make_bool(false));
-        } else {
-          push(int_from_text(s));
-        }
+        // CPython: any two characters strtol reads as 0 or 1 are a bool
+        // (`01`, `00`, `+1`, `-0`), pickle's protocol-0 spelling of True and False.
+        const std::string_view s = line();
+        const bool two_of_0_or_1 = s.size() == 2 && (s[1] == '0' || s[1] == '1') &&
+                                   (s[0] == '0' || s[0] == '+' || (s[0] == '-' && s[1] == '0'));
+        push(two_of_0_or_1 ? graph_.make_bool(s[1] == '1') : int_from_text(s, false));
         break;
       }
-      case op::kLong: push(int_from_text(line())); break;
+      case op::kLong: push(int_from_text(line(), true)); break;
       case op::kBinInt: push(graph_.make_int(le<int32_t>())); break;
       case op::kBinInt1: push(graph_.make_int(u8())); break;
       case op::kBinInt2: push(graph_.make_int(le<uint16_t>())); break;
@@ -427,9 +453,17 @@ UnpickleResult Machine::loop() {
       }
       case op::kFloat: {
         std::string t(line());
+        if (!is_plain_float_literal(t)) {
+          fail("FLOAT literal '" + t + "' is not one CPython reads as this does (a plain decimal, inf or nan)",
+               ErrorKind::kUnsupported);
+        }
         char* end = nullptr;
+        errno = 0;
         const double d = std::strtod(t.c_str(), &end);
         if (t.empty() || end != t.c_str() + t.size()) fail("bad FLOAT literal '" + t + "'");
+        if (errno == ERANGE && std::fabs(d) >= 1.0) {
+          fail("FLOAT literal '" + t + "' is too large for a float (CPython refuses it)", ErrorKind::kUnsupported);
+        }
         Value* v = graph_.make(ValueKind::kFloat);
         std::memcpy(&v->float_bits, &d, 8);
         push(v);
@@ -472,7 +506,12 @@ UnpickleResult Machine::loop() {
         break;
       }
       case op::kBinUnicode: push(payload(ValueKind::kStr, le<uint32_t>())); break;
-      case op::kShortBinUnicode: push(graph_.make_str(std::string(as_chars(take(u8()))))); break;
+      case op::kShortBinUnicode: {
+        const std::string_view text = as_chars(take(u8()));
+        refuse_bad_utf8(text);
+        push(graph_.make_str(std::string(text)));
+        break;
+      }
       case op::kBinUnicode8: push(payload(ValueKind::kStr, le<uint64_t>())); break;
       case op::kBinBytes: push(payload(ValueKind::kBytes, le<uint32_t>())); break;
       case op::kBinBytes8: push(payload(ValueKind::kBytes, le<uint64_t>())); break;
@@ -556,6 +595,7 @@ UnpickleResult Machine::loop() {
       case op::kFrozenSet: {
         Value* v = graph_.make(ValueKind::kFrozenSet);
         v->items = pop_mark();
+        calls_.added(*v, v->items, CallAnalysis::Addition::kAddItems, here());  // its items are hashed
         push(v);
         break;
       }
@@ -614,6 +654,7 @@ UnpickleResult Machine::loop() {
         Value* args = pop();
         Value* cls = pop();
         if (args->kind != ValueKind::kTuple) fail("NEWOBJ arguments are not a tuple");
+        if (cls->kind != ValueKind::kGlobal) fail("NEWOBJ of a value that is not a global (CPython needs a class)");
         push(object(ObjectCreation::kNewObj, "NEWOBJ", cls, args));
         break;
       }
@@ -622,6 +663,7 @@ UnpickleResult Machine::loop() {
         Value* args = pop();
         Value* cls = pop();
         if (args->kind != ValueKind::kTuple || kwargs->kind != ValueKind::kDict) fail("NEWOBJ_EX needs a tuple and a dict");
+        if (cls->kind != ValueKind::kGlobal) fail("NEWOBJ_EX of a value that is not a global (CPython needs a class)");
         push(object(ObjectCreation::kNewObjEx, "NEWOBJ_EX", cls, args, kwargs));
         break;
       }
@@ -632,11 +674,16 @@ UnpickleResult Machine::loop() {
         calls_.added(*target, {&state, 1},
                      target->states().empty() ? CallAnalysis::Addition::kBuild : CallAnalysis::Addition::kRebuild, here());
         target->states().push_back(state);
+        if (options_.on_object) options_.on_object(*target, here());
         break;
       }
       case op::kPersId: {
+        const std::string_view id = line();
+        if (std::any_of(id.begin(), id.end(), [](char c) { return static_cast<unsigned char>(c) >= 0x80; })) {
+          fail("PERSID that is not ASCII (CPython refuses it)");
+        }
         Value* v = graph_.make(ValueKind::kPersistentId);
-        Value* pid = graph_.make_str(std::string(line()));
+        Value* pid = graph_.make_str(std::string(id));
         hold(pid);
         v->pid() = pid;
         push(v);

@@ -67,6 +67,11 @@ struct UnpickleOptions {
   /// opcode with base_offset added); may throw. The default refuses
   /// dangerous globals.
   std::function<void(const std::string&, const std::string&, uint64_t)> on_global;
+  /// Called for every object as it is made (REDUCE, NEWOBJ, ...) and again
+  /// after each BUILD on it, before anything the pickle does later can
+  /// discard it, with the offset of that opcode (nested pickles: model/nested.h
+  /// reads the bytes of each torch.storage._load_from_bytes call there). May throw.
+  std::function<void(const Value&, uint64_t)> on_object;
   /// Values, MARKs and memo entries held at once; beyond, Error(kLimit)
   /// naming ReadLimits::max_pickle_values. 0: no limit.
   uint64_t max_values = 0;

@@ -8,6 +8,9 @@
 // there is one).
 #include "ckptfix/safetensors.h"
 
+#include "ckptfix/nested.h"
+#include "ckptfix/save.h"
+
 #include <algorithm>
 #include <chrono>
 #include <map>
@@ -644,6 +647,7 @@ SafetensorsResult save_safetensors_with_seams(const Checkpoint& checkpoint, cons
                                               const SafetensorsOptions& options, const SaveSeams& seams) {
   return error_boundary(path.string(), [&] {
     read_in_left_payloads(checkpoint);  // keys and metadata are read from `text`
+    refuse_nested_calls(checkpoint, nested_violations(nested_pickles(checkpoint), options.allow_globals));
     return write_verified(checkpoint, path, options, seams);
   });
 }

@@ -17,6 +17,7 @@
 #pragma once
 
 #include <cstdint>
+#include <functional>
 #include <memory>
 #include <string>
 #include <string_view>
@@ -46,6 +47,7 @@ struct ZipLayout {
   uint64_t central_directory_size = 0;
   uint64_t eocd_offset = 0;
   bool has_zip64_eocd = false;
+  uint64_t zip64_eocd_offset = 0;  ///< where the zip64 end record is (has_zip64_eocd)
 };
 
 /// What an archive may declare, checked on its directory before any record
@@ -55,6 +57,11 @@ struct ZipLimits {
   uint64_t max_inflate_ratio = 0;      ///< 0: no ratio limit
   uint64_t inflate_allowance_bytes = 0;
   uint64_t max_inflated_bytes = UINT64_MAX;
+  /// Refuse an archive whose records do not follow each other with nothing
+  /// between them but data descriptors (ZipReader::check_records_tile). Off
+  /// for salvage, which reads a damaged archive's records by its directory
+  /// and trusts each only by its CRC-32.
+  bool records_must_tile = true;
 };
 
 /// The inflated bytes a zip's deflated records may declare in all, by
@@ -73,6 +80,14 @@ class InflationBudget {
   uint64_t total_ = 0;
 };
 
+/// Names compared as torch's reader compares them: ASCII letters folded.
+struct FoldedNameHash {
+  size_t operator()(std::string_view name) const noexcept;
+};
+struct FoldedNameEqual {
+  bool operator()(std::string_view a, std::string_view b) const noexcept;
+};
+
 class ZipReader {
  public:
   /// Parses the directory of `file`. Throws Error(kCorrupt) naming the
@@ -84,7 +99,9 @@ class ZipReader {
   const ZipLayout& layout() const { return layout_; }
   const InputFile& file() const { return *file_; }
 
-  /// The entry called exactly `name`, or nullptr.
+  /// The entry called `name`, ignoring ASCII case as torch's reader does
+  /// (two names that differ only so are refused when the archive is
+  /// read), or nullptr.
   const ZipEntry* find(std::string_view name) const;
 
   /// The whole (inflated) content of an entry, inflated into a buffer that
@@ -104,7 +121,14 @@ class ZipReader {
  private:
   void read_end_records();
   void read_central_directory();
-  void locate_all_data();
+  /// Reads the zip64 extra field of `entry` (as miniz does; one that
+  /// readers could read otherwise is refused).
+  void read_zip64_extra(ZipEntry& entry, const std::byte* extra, uint64_t extra_len,
+                        const std::function<std::string()>& where) const;
+  void locate_all_data(const std::vector<size_t>& order);
+  /// Throws unless the records, in file `order`, and the directory follow
+  /// each other with nothing between them but data descriptors.
+  void check_records_tile(const std::vector<size_t>& order) const;
   /// Finds where `entry`'s data starts from its local header, taken from
   /// `group` (the file's bytes [group_start, group_end)) where it lies there.
   void locate_data(ZipEntry& entry, const std::byte* group = nullptr, uint64_t group_start = 0,
@@ -117,7 +141,7 @@ class ZipReader {
   ZipLayout layout_;
   uint64_t entry_count_ = 0;
   std::vector<ZipEntry> entries_;
-  std::unordered_map<std::string_view, size_t> by_name_;
+  std::unordered_map<std::string_view, size_t, FoldedNameHash, FoldedNameEqual> by_name_;
 };
 
 /// True when the first bytes are a zip local header signature.

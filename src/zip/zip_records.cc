@@ -100,7 +100,9 @@ std::optional<uint64_t> search_descriptor(const InputFile& file, uint64_t data) 
 
 FoundRecords from_central_directory(std::shared_ptr<const InputFile> file, const ZipLimits& limits,
                                     std::vector<std::byte>& buffer) {
-  const ZipReader zip(file, limits);  // refuses bombs and too many records, as reading does
+  ZipLimits damaged = limits;
+  damaged.records_must_tile = false;  // a damaged local header: its record's CRC-32 says it is lost
+  const ZipReader zip(file, damaged);  // refuses bombs and too many records, as reading does
   FoundRecords out;
   out.found_by = "central directory";
   for (const ZipEntry& e : zip.entries()) {

@@ -347,23 +347,26 @@ _GHSA = 'picklescan GHSA-'
 _FICKLING = 'fickling GHSA-'
 
 GADGETS = [
-    # ---- not under kGadgets: only the call rule of issue 33 refuses these ----
+    # ---- the call rule of issue 33 found these; issue 66 put the private
+    # ---- helpers (_pyrepl, _aix_support, _osx_support, the subinterpreters)
+    # ---- under kGadgets too, so they are refused when the file is read ----
     G('pyrepl_pipe_pager', '_pyrepl.pager', 'pipe_pager',
       _GHSA + 'g38g-8gr9-h9xp (CVE-2026-56315; picklescan 1.0.4), PoC GHSA-g38g-8gr9-h9xp-pyrepl-pager.pkl',
-      'subprocess.Popen(cmd, shell=True), text fed to its stdin (Python >= 3.13)', False, P['pipe_pager'], proto=4,
+      'subprocess.Popen(cmd, shell=True), text fed to its stdin (Python >= 3.13)', True, P['pipe_pager'], proto=4,
       via='STACK_GLOBAL + REDUCE'),
     G('pyrepl_tempfile_pager', '_pyrepl.pager', 'tempfile_pager',
       _GHSA + 'g38g-8gr9-h9xp (CVE-2026-56315): "_pyrepl.pager.pipe_pager/tempfile_pager execute commands"',
-      'os.system(cmd + " " + a temporary file) (Python >= 3.13)', False, P['tempfile_pager']),
+      'os.system(cmd + " " + a temporary file) (Python >= 3.13)', True, P['tempfile_pager']),
     G('aix_read_cmd_output', '_aix_support', '_read_cmd_output',
       _GHSA + 'g38g-8gr9-h9xp (CVE-2026-56315); ' + _FICKLING + '5hwf-rc88-82xm',
-      'os.system(commandstring + " >/tmp/_aix_support.PID")', False, P['aix'], stray=('/tmp/_aix_support.{pid}',)),
+      'os.system(commandstring + " >/tmp/_aix_support.PID")', True, P['aix'], stray=('/tmp/_aix_support.{pid}',)),
     G('osx_read_output', '_osx_support', '_read_output',
       _GHSA + 'g38g-8gr9-h9xp (CVE-2026-56315); ' + _FICKLING + '5hwf-rc88-82xm',
-      'os.system(commandstring + " >tempfile")', False, P['osx_read_output'], proto=1, via='OBJ'),
+      'os.system(commandstring + " >tempfile")', True, P['osx_read_output'], proto=1, via='OBJ'),
     G('osx_find_build_tool', '_osx_support', '_find_build_tool',
       _FICKLING + '5hwf-rc88-82xm (test_missing_osx_support: "x; echo INJECTED #")',
-      'os.system("/usr/bin/xcrun -find " + toolname): shell injection', False, P['osx_find_build_tool']),
+      'os.system("/usr/bin/xcrun -find " + toolname): shell injection', True, P['osx_find_build_tool']),
+    # ---- not under kGadgets: only the call rule of issue 33 refuses these ----
     G('script_helper_assert_python_ok', 'test.support.script_helper', 'assert_python_ok',
       _GHSA + 'g38g-8gr9-h9xp (CVE-2026-56315), PoC GHSA-g38g-8gr9-h9xp-test.pkl; ' + _FICKLING + 'pc6j-px3p-rrj4',
       'runs sys.executable with the given arguments (-c CODE)', False, P['assert_python_ok']),
@@ -373,16 +376,16 @@ GADGETS = [
       P['load_config'], proto=4, via='STACK_GLOBAL + REDUCE'),
     G('xxsubinterpreters_run_string', '_xxsubinterpreters', 'run_string',
       _FICKLING + '6ggj-6f2q-f7mx (_interpreters/_xxsubinterpreters create + run_string)',
-      'runs Python source in a new subinterpreter (Python <= 3.12)', False, P['xxsub'],
+      'runs Python source in a new subinterpreter (Python <= 3.12)', True, P['xxsub'],
       needs=('_xxsubinterpreters:run_string', '_xxsubinterpreters:create'),
       names=('_xxsubinterpreters.create',)),
     G('interpreters_run_string', '_interpreters', 'run_string',
       _FICKLING + '6ggj-6f2q-f7mx (_interpreters/_xxsubinterpreters create + run_string)',
-      'runs Python source in a new subinterpreter (Python >= 3.13)', False, P['interp'],
+      'runs Python source in a new subinterpreter (Python >= 3.13)', True, P['interp'],
       needs=('_interpreters:run_string', '_interpreters:create'), names=('_interpreters.create',)),
     G('interpreters_exec', '_interpreters', 'exec',
       _FICKLING + '6ggj-6f2q-f7mx (_interpreters: create, then run code; exec is what run_string wraps)',
-      'exec(code) in a new subinterpreter (Python >= 3.13)', False, P['interp_exec'],
+      'exec(code) in a new subinterpreter (Python >= 3.13)', True, P['interp_exec'],
       needs=('_interpreters:exec', '_interpreters:create'), names=('_interpreters.create',)),
     G('pipes_template_open', 'pipes', 'Template.open',
       'fickling PR #312 "Block imp and pipes" ("pipes.Template runs shell commands")',
@@ -397,13 +400,13 @@ GADGETS = [
     # append/extend attribute.
     G('append_on_simplenamespace', '_osx_support', '_read_output',
       _GHSA + 'g38g-8gr9-h9xp (the gadget); delivered by APPEND on types.SimpleNamespace({"append": gadget})',
-      'SimpleNamespace(mapping) (Python >= 3.13) sets .append; APPEND calls it: os.system(cmd)', False,
+      'SimpleNamespace(mapping) (Python >= 3.13) sets .append; APPEND calls it: os.system(cmd)', True,
       P['append_simplenamespace'], via='APPEND on a known-data object',
       needs=('types:SimpleNamespace', '_osx_support:_read_output'),
       probe=("obj({'a': 1}).a == 1", 'types.SimpleNamespace takes no positional mapping before Python 3.13')),
     G('append_on_namespace', '_osx_support', '_read_output',
       _GHSA + 'g38g-8gr9-h9xp (the gadget); delivered by BUILD {"append": gadget} on argparse.Namespace, then APPEND',
-      'BUILD sets .append of an argparse.Namespace; APPEND calls it: os.system(cmd)', False,
+      'BUILD sets .append of an argparse.Namespace; APPEND calls it: os.system(cmd)', True,
       P['append_namespace'], via='BUILD, then APPEND on a known-data object', order=True),
 
     # ---- under kGadgets: refused when the file is read -----------------------

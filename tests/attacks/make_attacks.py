@@ -34,7 +34,7 @@ attack needs it and nowhere else. The files, by class:
               deflate_bomb_storage.pt, none_pop_loop.pt, many_live_values.pt,
               many_tiny_storages.pt
   time        long_decimal.pt, many_globals.pt, big_metadata.pt
-  output      non_utf8_key.pt, terminal_escapes.pt
+  output      non_utf8_key.pt, terminal_escapes.pt, non_utf8_str_key.pt (refused: CPython does)
   tensors     huge_shape_stride0.pt, huge_nbytes.pt
   diff        expanded_huge.pt, deflated_views.pt (sound; diffing one with
               itself read without bound)
@@ -117,10 +117,14 @@ def tensor(storage_key, numel, shape, stride, offset=0, storage_class='FloatStor
 
 
 def state_dict(entries):
-    """An OrderedDict of (key, value pickle) pairs; keys are str or raw bytes."""
+    """An OrderedDict of (key, value pickle) pairs; keys are str or raw bytes
+    (BINUNICODE), or a bytearray: a Python 2 byte string (SHORT_BINSTRING)."""
     out = ordered_dict() + MARK
     for key, value in entries:
-        out += unicode_op(key) + value
+        if isinstance(key, bytearray):
+            out += b'U' + bytes([len(key)]) + bytes(key) + value
+        else:
+            out += unicode_op(key) + value
     return out + SETITEMS
 
 
@@ -632,7 +636,15 @@ def big_metadata(path, count=200_000):
 
 
 def non_utf8_key(path):
-    """A state dict key that is not UTF-8 (inspect --json aborted)."""
+    """A state dict key that is not UTF-8 (inspect --json aborted): a Python 2
+    byte string, which ckptfix keeps as the bytes it is (torch.load reads it
+    with encoding='latin1')."""
+    p = proto(2) + state_dict([(bytearray(b'w\xff\xfe'), tensor('0', 4, (4,), (1,)))]) + STOP
+    checkpoint(path, p, [('0', FOUR_FLOATS)])
+
+
+def non_utf8_str_key(path):
+    """A str key whose bytes are not UTF-8: CPython refuses to load it (issue 66)."""
     p = proto(2) + state_dict([(b'w\xff\xfe', tensor('0', 4, (4,), (1,)))]) + STOP
     checkpoint(path, p, [('0', FOUR_FLOATS)])
 
@@ -729,6 +741,7 @@ ATTACKS = {
     'many_globals.pt': many_globals,
     'big_metadata.pt': big_metadata,
     'non_utf8_key.pt': non_utf8_key,
+    'non_utf8_str_key.pt': non_utf8_str_key,
     'terminal_escapes.pt': terminal_escapes,
     'huge_shape_stride0.pt': huge_shape_stride0,
     'huge_nbytes.pt': huge_nbytes,

@@ -160,6 +160,8 @@ REFUSED = {
     'calls_via_unknown_class.pt': ('unsafe', 'archive/data.pkl+0xde', CALLS_GELU),
     'function_module_attribute.pt': ('unsafe', 'archive/data.pkl+0xa7', "refusing to load: the pickle references the dangerous global 'torch.nn.functional.os' (os), which would run code or touch files when loaded"),
     'function_reading_files.pt': ('unsafe', 'archive/data.pkl+0xa7', "refusing to load: the pickle references the dangerous global 'torch._C._nn.from_file' (the method from_file), which would run code or touch files when loaded"),
+    # a str CPython cannot decode (issue 66: refused as CPython refuses it)
+    'non_utf8_str_key.pt': ('corrupt', 'archive/data.pkl+0x1e', 'a str that is not UTF-8 (CPython refuses to load it)'),
     # the stack: MARK fences it as in CPython
     'pop_below_mark.pt': (
         'corrupt', 'archive/data.pkl+0x6', 'pickle opcode needs a MARK but none is set (damaged pickle)'),

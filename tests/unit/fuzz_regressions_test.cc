@@ -37,7 +37,8 @@ const std::map<std::string, Target> kTargets = {
     {"fit", ckptfix::fuzz::fit},
     {"made_from", ckptfix::fuzz::made_from},
     {"dcp_metadata", ckptfix::fuzz::dcp_metadata}, {"file_graph", ckptfix::fuzz::file_graph},
-    {"salvage", ckptfix::fuzz::salvage}, {"call_policy", ckptfix::fuzz::call_policy}};
+    {"salvage", ckptfix::fuzz::salvage}, {"call_policy", ckptfix::fuzz::call_policy},
+    {"nested", ckptfix::fuzz::nested}};
 
 std::set<std::string> pending_inputs(const fs::path& dir) {
   std::set<std::string> out;

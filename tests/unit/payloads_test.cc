@@ -212,7 +212,7 @@ TEST(Payloads, AStoragePersistentIdWithAKeyOrLocationLeftInTheFileIsRefused) {
     p.global("torch._utils", "_rebuild_tensor_v2").raw("(").storage("FloatStorage", key, location, 1).int1(0);
     p.raw("(K\x01t(K\x01t\x89").global("collections", "OrderedDict").raw(")RtR");
     p.raw("l").stop();
-    return test::ZipBuilder().add("data.pkl", p.str()).add("data/", "\0\0\0\0"s).add("version", "3\n").finish();
+    return test::ZipBuilder().add("data.pkl", p.str()).add("data/0", "\0\0\0\0"s).add("version", "3\n").finish();
   };
   expect_error([&] { Checkpoint::from_bytes(checkpoint(huge, "cpu"), "model.pt", open); }, ErrorKind::kCorrupt,
                "storage persistent id: key of 2097152 bytes");
