@@ -87,6 +87,9 @@ struct NestedViolation {
   /// "its pickle calls 'posix.system' (REDUCE at +0x1a)", "its pickle cannot
   /// be read (...) and names 'mypkg.X'".
   std::string what;
+  /// A call of a global `allow_globals` could trust (not a known gadget, nor
+  /// bytes ckptfix cannot read).
+  bool trustable = false;
 };
 
 /// The violations among `nested`: a known gadget named anywhere; a class

@@ -61,8 +61,9 @@ void refuse_nested_calls(const Checkpoint& checkpoint, const std::vector<NestedV
                         "; the model's load_state_dict would run it (its set_extra_state unpickles it after "
                         "torch.load, whatever weights_only says)";
   if (nested.size() > 1) message += ", and " + std::to_string(nested.size() - 1) + " more such";
-  message += "; the weights-only repair with `drop_unknown` replaces it with None, or `allow_globals` trusts a "
-             "global it calls";
+  message += "; the weights-only repair with `drop_unknown` replaces it with None";
+  message += first.trustable ? ", or `allow_globals` trusts the global it calls"
+                             : " (a known gadget, or bytes ckptfix cannot judge: no `allow_globals` pattern trusts it)";
   throw Error(ErrorKind::kUnsafe, message).in_file(checkpoint.file_name());
 }
 

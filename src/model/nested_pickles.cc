@@ -442,8 +442,10 @@ std::vector<NestedViolation> nested_violations(const std::vector<NestedPickle>& 
       const std::string verb = g.use == GlobalUse::kCalled         ? "calls "
                                : g.use == GlobalUse::kInstantiated ? "makes an instance of "
                                                                    : "names the gadget ";
-      out.push_back({p.key, p.path, "its " + std::string(p.holder == "uint8 tensor" ? "pickle" : p.holder + " bytes") + " " +
-                                verb + quoted(g)});
+      out.push_back({p.key, p.path,
+                     "its " + std::string(p.holder == "uint8 tensor" ? "pickle" : p.holder + " bytes") + " " + verb +
+                         quoted(g),
+                     !gadget});
     }
   }
   return out;

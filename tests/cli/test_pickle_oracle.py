@@ -185,7 +185,9 @@ def pickles_of_corpora(workdir):
         try:
             with zipfile.ZipFile(path) as z:
                 for info in z.infolist():
-                    if info.filename.endswith("data.pkl"):
+                    # Larger pickles are limit attacks (millions of values), no parse differential:
+                    # CPython with stand-ins takes minutes on them.
+                    if info.filename.endswith("data.pkl") and info.file_size <= (1 << 20):
                         out.append((os.path.relpath(path, REPO) + ":" + info.filename, z.read(info)))
         except Exception:
             pass
@@ -248,6 +250,7 @@ def read_all(paths):
             done += 1
         proc.kill()
         proc.wait()
+        proc.stdout.close()
         os.unlink(f.name)
         if done < len(todo):  # the worker died or stalled reading todo[done]
             results[todo[done]] = (None, why_stopped)
@@ -308,18 +311,23 @@ class PickleOracleTest(unittest.TestCase):
             readings = read_all([p for _, original, rewritten in pairs for p in (original, rewritten)])
             compared = accepted_refused_by_cpython = 0
             mismatches = []
+            too_slow = 0
             for name, original, rewritten in pairs:
-                theirs, _ = readings[original]
+                theirs, why_theirs = readings[original]
+                ours, why_ours = readings[rewritten]
+                # A reading CPython gave up on (a limit attack of millions of values) compares nothing.
+                if any(w and ("TooSlow" in w or "took over" in w) for w in (why_theirs, why_ours)):
+                    too_slow += 1
+                    continue
                 if theirs is None:
                     accepted_refused_by_cpython += 1
                     continue
-                ours, why_ours = readings[rewritten]
                 compared += 1
                 if ours != theirs:
                     mismatches.append(f"{name}: CPython reads the rewrite otherwise ({why_ours or 'another value'})")
             print(f"\npickle oracle: {len(corpus)} pickles: {compared} read alike by CPython and ckptfix, "
                   f"{refused} refused by ckptfix, {accepted_refused_by_cpython} accepted by ckptfix though "
-                  f"CPython (with inert stand-ins) refuses them", file=sys.stderr)
+                  f"CPython (with inert stand-ins) refuses them, {too_slow} too slow for CPython to compare", file=sys.stderr)
             self.assertEqual(mismatches, [], "\n".join(mismatches[:20]))
             self.assertGreater(compared, 100)
 
