@@ -38,14 +38,19 @@ GlobalRef* CheckpointImpl::note_global(const std::string& module, const std::str
   const GlobalClass c = classify_global(module, name);
   if (c.kind == GlobalKind::kGadget && !gadgets_as_data) throw dangerous_global_error(module, name, c.matched);
   global_index.emplace(std::move(key), globals.size());
+  globals.push_back(judged_global(module, name));
+  return &globals.back();
+}
+
+GlobalRef judged_global(const std::string& module, const std::string& name) {
+  const GlobalClass c = classify_global(module, name);
   GlobalRef g;
   g.module = module;
   g.name = name;
   g.kind = c.kind;
   g.allowed_since = c.allowed_since;
   g.exists_in_torch_1_13 = exists_in_torch_1_13(module, name);
-  globals.push_back(std::move(g));
-  return &globals.back();
+  return g;
 }
 
 void CheckpointImpl::note_use(const GlobalRef& used) {

@@ -103,6 +103,11 @@ struct SalvageLog {
   std::vector<std::string> notes;
 };
 
+/// module.name judged by the policy (pickle/global_policy.h): its kind,
+/// the first torch release that allows it, whether torch 1.13 has it; its
+/// use left at kReferenced and no place.
+GlobalRef judged_global(const std::string& module, const std::string& name);
+
 /// ReadLimits::max_pickle_values, or its default for a file of `file_size` bytes.
 uint64_t max_pickle_values(const ReadLimits& limits, uint64_t file_size);
 

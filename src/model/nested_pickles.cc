@@ -14,7 +14,6 @@
 #include "model/graph_walk.h"
 #include "model/payloads.h"
 #include "model/state_dict_values.h"
-#include "pickle/global_policy.h"
 #include "pickle/unpickler.h"
 
 namespace ckptfix {
@@ -43,13 +42,7 @@ bool starts_with(const std::string& bytes, std::string_view prefix) {
 
 GlobalRef judged(const std::string& module, const std::string& name, GlobalUse use, std::string where,
                  std::string how) {
-  const GlobalClass c = classify_global(module, name);
-  GlobalRef g;
-  g.module = module;
-  g.name = name;
-  g.kind = c.kind;
-  g.allowed_since = c.allowed_since;
-  g.exists_in_torch_1_13 = exists_in_torch_1_13(module, name);
+  GlobalRef g = judged_global(module, name);
   g.use = use;
   g.where = std::move(where);
   g.how = std::move(how);

@@ -3,20 +3,13 @@
 // pickle, judged before it is written.
 #include "model/checkpoint_impl.h"
 #include "pickle/call_analysis.h"
-#include "pickle/global_policy.h"
 
 namespace ckptfix {
 
 std::vector<GlobalRef> Checkpoint::reachable_globals() const {
   std::vector<GlobalRef> out;
   for (const GlobalUsage& u : reachable_global_usages(impl_->root)) {
-    const GlobalClass c = classify_global(u.module, u.name);
-    GlobalRef g;
-    g.module = u.module;
-    g.name = u.name;
-    g.kind = c.kind;
-    g.allowed_since = c.allowed_since;
-    g.exists_in_torch_1_13 = exists_in_torch_1_13(u.module, u.name);
+    GlobalRef g = judged_global(u.module, u.name);
     g.use = u.use;
     g.where = impl_->pickle_place(u.offset);
     g.how = u.how;
