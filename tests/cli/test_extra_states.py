@@ -205,16 +205,17 @@ class ExtraStateTest(unittest.TestCase):
                 self.assertEqual(bytes.fromhex(data), self.state_bytes(original))
         self.assertFalse(self.canary())
 
-    def test_dcp_carries_a_uint8_extra_state_and_back(self):
-        path = os.path.join(self.files, "te_new.pt")
-        proc = self.ckptfix("convert", path, "--format", "dcp", "-o", "dcp")
-        self.assertEqual(proc.returncode, 0, proc.stderr)
-        proc = self.ckptfix("convert", "dcp", "-o", "back.pt")
-        self.assertEqual(proc.returncode, 0, proc.stderr)
-        original = torch.load(path, weights_only=False)["module.layer._extra_state"]
-        back = torch.load(os.path.join(self.work, "back.pt"), weights_only=False)
-        carried = back.get("module.layer._extra_state")
-        self.assert_same_state(original, carried, "dcp")
+    def test_dcp_carries_every_extra_state_and_back(self):
+        for name, key in BENIGN.items():
+            path = os.path.join(self.files, name)
+            with self.subTest(file=name):
+                dcp, back = os.path.join(self.work, name + ".dcp"), os.path.join(self.work, name + ".back.pt")
+                proc = self.ckptfix("convert", path, "--format", "dcp", "-o", dcp)
+                self.assertEqual(proc.returncode, 0, proc.stderr)
+                proc = self.ckptfix("convert", dcp, "-o", back)
+                self.assertEqual(proc.returncode, 0, proc.stderr)
+                original = torch.load(path, weights_only=False)["module." + key]
+                self.assert_same_state(original, torch.load(back, weights_only=False).get("module." + key), name)
 
     @staticmethod
     def state_bytes(v):
