@@ -383,6 +383,16 @@ def typed_tensors(layout: Dict[str, Any], torch: Any, bases: List["torch.Tensor"
         return torch.sparse_compressed_tensor(parts[0], parts[1], parts[2], size, layout=layout_type)
 
     out: Dict[str, Any] = {}
+    if strip_prefix and layout["entries"] and not any(e["key"].startswith(strip_prefix) for e in layout["entries"]):
+        # As `ckptfix strip-prefix` says it (issue 67): a prefix no key has is a wrong idea of the
+        # keys, which torch's consume_prefix_in_state_dict_if_present would let through silently.
+        keys = [e["key"] for e in layout["entries"]]
+        first = keys[0].split(".", 1)[0] + "." if "." in keys[0] else ""
+        shared = first if first and all(k.startswith(first) and "." in k[len(first):] for k in keys) else ""
+        raise CheckpointError("'{}': no key starts with {!r}{}".format(
+            layout.get("path"), strip_prefix,
+            "; every key starts with {!r} instead: strip_prefix={!r}".format(shared, shared) if shared else
+            " (its keys are {})".format(", ".join(repr(k) for k in keys[:2]) + (", ..." if len(keys) > 2 else ""))))
     for e in layout["entries"]:
         name = e["key"]
         if strip_prefix and name.startswith(strip_prefix):

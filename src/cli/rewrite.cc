@@ -313,6 +313,16 @@ Outcome rewrite_input(RewriteRun& run, const Input& input, Progress& progress) {
     };
     ReadInput read_input = read_as_given(o);
     Checkpoint& checkpoint = read_input.checkpoint;
+    // What the input's layout rules out is said before the passes judge its keys.
+    if (args.in_place && checkpoint.format() == CheckpointFormat::kShardIndex) {
+      throw usage("--in-place cannot rewrite a shard set; write a new one with -o DIR/model.safetensors "
+                  "--max-shard-size SIZE");
+    }
+    if (args.in_place && (checkpoint.format() == CheckpointFormat::kDcp || checkpoint.format() == CheckpointFormat::kZero)) {
+      throw usage(std::string("--in-place cannot rewrite a ") +
+                  (checkpoint.format() == CheckpointFormat::kDcp ? "distributed" : "DeepSpeed") +
+                  " checkpoint directory; write one file with -o FILE.pt (or .safetensors)");
+    }
     PassReport report = apply_passes(checkpoint, *run.valid_passes);
     const bool dcp = args.format == "dcp";
     const bool safetensors = !dcp && !run.passes.for_libtorch && writes_safetensors(args, output, checkpoint);
@@ -342,15 +352,6 @@ Outcome rewrite_input(RewriteRun& run, const Input& input, Progress& progress) {
     o.doc["warnings"] = warnings;
     o.doc["unknown_globals"] = unknown;
     o.doc["trusted_calls"] = trusted;
-    if (args.in_place && checkpoint.format() == CheckpointFormat::kShardIndex) {
-      throw usage("--in-place cannot rewrite a shard set; write a new one with -o DIR/model.safetensors "
-                  "--max-shard-size SIZE");
-    }
-    if (args.in_place && (checkpoint.format() == CheckpointFormat::kDcp || checkpoint.format() == CheckpointFormat::kZero)) {
-      throw usage(std::string("--in-place cannot rewrite a ") +
-                  (checkpoint.format() == CheckpointFormat::kDcp ? "distributed" : "DeepSpeed") +
-                  " checkpoint directory; write one file with -o FILE.pt (or .safetensors)");
-    }
     // A torch output takes --max-shard-size when it is named as
     // transformers names its shard sets (pytorch_model.bin).
     const bool torch_shards = !safetensors && !dcp && run.max_shard_size > 0 && output.extension() == ".bin";

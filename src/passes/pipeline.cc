@@ -180,11 +180,25 @@ bool would_edit(const CheckpointImpl& impl, const Value& dict, const PassOptions
   return castable || (options.auto_strip && !shared_wrapper_prefix(keys).empty());
 }
 
+// The first dotted segment every key has where it holds modules, not
+// tensors: "model." of model.fc.weight and model.fc.bias, but not "fc." of
+// fc.weight and fc.bias (a model of one Linear). "" when there is none.
+std::string common_first_segment(const std::vector<std::string>& keys) {
+  const size_t dot = keys.front().find('.');
+  if (dot == std::string::npos) return "";
+  const std::string first = keys.front().substr(0, dot + 1);
+  for (const std::string& k : keys) {
+    if (k.compare(0, first.size(), first) != 0 || k.find('.', first.size()) == std::string::npos) return "";
+  }
+  return first;
+}
+
 // The passes that edit state dicts were asked for and did nothing: say why
 // (Error kConflict), where the file has keys they were meant for, instead
-// of letting the file through as "nothing to change". A file whose keys are
-// simply already as asked (no wrapper prefix left, every tensor cast) is
-// unchanged, not an error.
+// of letting the file through as "nothing to change"; so is an explicit
+// prefix no key has, or one to add that every key has. A file that is
+// simply already as asked by `auto_strip` or a cast is unchanged, not an
+// error.
 void refuse_what_was_not_done(const CheckpointImpl& impl, const PassOptions& options,
                               const std::vector<TargetDict>& dicts, const PassReport& report) {
   const bool edits_dicts = !options.strip_prefixes.empty() || options.auto_strip || !options.add_prefix.empty() ||
@@ -200,24 +214,47 @@ void refuse_what_was_not_done(const CheckpointImpl& impl, const PassOptions& opt
     }
     return;
   }
-  if (options.strip_prefixes.empty() || !report.renames.empty()) return;
-  // An explicit prefix matched no key, where the keys share another wrapper prefix.
+  if (!report.renames.empty()) return;
+  const bool strip = !options.strip_prefixes.empty();
+  if (!strip && options.add_prefix.empty()) return;
+  // An explicit prefix matched no key (or every key already has the one to
+  // add): the user's idea of the keys is wrong, and "nothing to change"
+  // would hide it (issue 67: a Lightning file's `model.` keys "stripped" of
+  // `module.`, exit 0, loaded nothing). Say what the keys do share.
   for (const TargetDict& d : dicts) {
     std::vector<std::string> keys;
     for (const auto& [k, v] : d.dict->entries()) {
       if (k->is_str()) keys.push_back(k->text);
     }
-    const std::string shared = shared_wrapper_prefix(keys);
-    if (shared.empty()) continue;
+    if (keys.empty()) continue;
+    const std::string where = "'" + (d.path.empty() ? std::string("<root>") : path_to_string(d.path)) + "'";
+    if (!strip) {
+      throw Error(ErrorKind::kConflict, "every key of " + where + " already starts with '" + options.add_prefix +
+                                            "': there is nothing to add; nothing was written");
+    }
     std::string asked;
     for (const std::string& p : options.strip_prefixes) asked += (asked.empty() ? "'" : ", '") + p + "'";
-    const std::string first = shared.substr(0, shared.find('.') + 1);
-    throw Error(ErrorKind::kConflict,
-                "no key starts with " + asked + ", but every key of '" +
-                    (d.path.empty() ? std::string("<root>") : path_to_string(d.path)) + "' starts with the wrapper prefix '" +
-                    shared + "': strip it with `strip_prefixes`='" + first + "'" +
-                    (shared != first ? " (and then the next), or all of it with `auto_strip`" : " or `auto_strip`") +
-                    "; nothing was written");
+    const std::string wrapper = shared_wrapper_prefix(keys);
+    if (!wrapper.empty()) {
+      const std::string first = wrapper.substr(0, wrapper.find('.') + 1);
+      throw Error(ErrorKind::kConflict,
+                  "no key starts with " + asked + ", but every key of " + where + " starts with the wrapper prefix '" +
+                      wrapper + "': strip it with `strip_prefixes`='" + first + "'" +
+                      (wrapper != first ? " (and then the next), or all of it with `auto_strip`" : " or `auto_strip`") +
+                      "; nothing was written");
+    }
+    // Not a wrapper torch adds, but a prefix every key has (Lightning's
+    // `model.`, Hugging Face's `bert.`): name it, and the fit to a model.
+    const std::string shared = common_first_segment(keys);
+    if (!shared.empty()) {
+      throw Error(ErrorKind::kConflict, "no key starts with " + asked + "; every key of " + where + " starts with '" +
+                                            shared + "' instead: strip that with `strip_prefixes`='" + shared +
+                                            "', or fit the keys to the model with `like`; nothing was written");
+    }
+    std::string sample = "'" + keys[0] + "'";
+    if (keys.size() > 1) sample += ", '" + keys[1] + "'" + (keys.size() > 2 ? ", ..." : "");
+    throw Error(ErrorKind::kConflict, "no key of " + where + " starts with " + asked + " (its keys are " + sample +
+                                          "): there is nothing to strip; nothing was written");
   }
 }
 

@@ -66,7 +66,7 @@ COMMANDS = cs.unless_sanitized([
     # trusted here, so that check judges the rest (see test_check_gates_unknown_globals).
     ('check', lambda f: ['check', '--allow-global', 'mypackage.*', f]),
     ('convert', lambda f: ['convert', f, '-o', OUT]),
-    ('strip-prefix', lambda f: ['strip-prefix', f, '-o', OUT]),
+    ('strip-prefix', lambda f: ['strip-prefix', '--auto', f, '-o', OUT]),
     ('remap', lambda f: ['remap', '--to', 'cpu', f, '-o', OUT]),
     ('cast', lambda f: ['cast', '--dtype', 'fp16', f, '-o', OUT]),
     ('diff', lambda f: ['diff', f, GOOD]),

@@ -189,7 +189,7 @@ class BatchTest(unittest.TestCase):
         files = [support.fixture("cuda0.pt"), support.fixture("empty.pt")]
         out = self.path("o")
         for args in [["inspect"], ["verify"], ["check", "--device", "cuda:0"], ["convert", "--out-dir", out],
-                     ["strip-prefix", "--out-dir", out, "--force"], ["add-prefix", "--prefix", "m.", "--out-dir", out, "-f"],
+                     ["strip-prefix", "--auto", "--out-dir", out, "--force"], ["add-prefix", "--prefix", "m.", "--out-dir", out, "-f"],
                      ["remap", "--to", "cpu", "--out-dir", out, "-f"], ["cast", "--dtype", "fp16", "--out-dir", out, "-f"],
                      ["fix", "--to", "cpu", "--out-dir", out, "-f"]]:
             with self.subTest(command=args[0]):

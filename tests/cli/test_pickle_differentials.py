@@ -41,7 +41,7 @@ except Exception as e:
 
 CALLS = ["ordereddict_keys", "dict_keys", "namespace_keys", "reconstructor_keys", "nested_ordereddict",
          "setstate_attribute", "hashed_key"]
-REWRITES = [["convert", "-o", "out.pt"], ["strip-prefix", "--prefix", "x.", "-o", "out.pt"],
+REWRITES = [["convert", "-o", "out.pt"], ["strip-prefix", "--auto", "-o", "out.pt"],
             ["remap", "--to", "cpu", "-o", "out.pt"], ["fix", "--to", "cpu", "-o", "out.pt"],
             ["weights-only", "-o", "out.pt"]]
 

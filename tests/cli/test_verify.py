@@ -31,7 +31,7 @@ FAULT_INJECTION = os.environ.get("CKPTFIX_FAULT_INJECTION_BIN",
 WRITERS = [  # every command that writes, with the options it needs
     ["convert"],
     ["strip-prefix"],
-    ["add-prefix", "--prefix", "module."],
+    ["add-prefix", "--prefix", "wrapped."],
     ["remap", "--to", "cpu"],
     ["cast", "--dtype", "bf16"],
     ["fix", "--auto-prefix", "--to", "cpu", "--dtype", "fp16"],
@@ -323,7 +323,8 @@ class VerifiedWrites(unittest.TestCase):
             os.makedirs(os.path.dirname(os.path.join(tree, name)), exist_ok=True)
             shutil.copy(support.fixture(fixture), os.path.join(tree, name))
         out = os.path.join(kept, "out")
-        proc = self.run_with_fault("write-fails-after:20000", "strip-prefix", "-r", tree, "--out-dir", out, "-j", "2")
+        proc = self.run_with_fault("write-fails-after:20000", "strip-prefix", "--auto", "-r", tree, "--out-dir", out,
+                                   "-j", "2")
         self.assertEqual(proc.returncode, 1, proc.stderr)
         self.assertIn("large.pt", proc.stderr)
         found = sorted(os.path.relpath(os.path.join(d, n), out) for d, dirs, files in os.walk(out) for n in dirs + files)

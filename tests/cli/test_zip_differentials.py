@@ -32,7 +32,7 @@ COMMANDS = [
     ["verify"],
     ["inspect", "--json"],
     ["convert", "-o", "out.pt"],
-    ["strip-prefix", "--prefix", "x.", "-o", "out.pt"],
+    ["strip-prefix", "--auto", "-o", "out.pt"],
     ["cast", "--dtype", "bf16", "-o", "out.pt"],
     ["convert", "-o", "out.safetensors"],
 ]

@@ -179,13 +179,24 @@ class PassTest(unittest.TestCase):
 
 class StripPrefix(PassTest):
     def test_default_prefix_like_consume_prefix(self):
-        for name in ["dataparallel.pt", "plain_state_dict.pt"]:
-            with self.subTest(fixture=name):
-                out = self.out(name)
-                support.run("strip-prefix", self.fixture(name), "-o", out, check=0)
-                expected, locations = self.load(name)
-                consume_prefix_in_state_dict_if_present(expected, "module.")
-                self.judge(expected, locations, out)
+        out = self.out("dataparallel.pt")
+        support.run("strip-prefix", self.fixture("dataparallel.pt"), "-o", out, check=0)
+        expected, locations = self.load("dataparallel.pt")
+        consume_prefix_in_state_dict_if_present(expected, "module.")
+        self.judge(expected, locations, out)
+        # Keys without the prefix, where consume_prefix_in_state_dict_if_present silently does
+        # nothing: ckptfix says so and writes nothing (issue 67: a Lightning file's `model.` keys
+        # "stripped" of `module.` loaded nothing), naming a prefix the keys share where they do.
+        out = self.out("plain_state_dict.pt")
+        proc = support.run("strip-prefix", self.fixture("plain_state_dict.pt"), "-o", out, check=1)
+        self.assertIn("no key of '<root>' starts with 'module.' (its keys are 'conv.weight'", proc.stderr)
+        self.assertFalse(os.path.exists(out))
+        lightning = self.out("lightning.pt")
+        torch.save({"model." + k: v for k, v in torch.load(self.fixture("plain_state_dict.pt")).items()}, lightning)
+        proc = support.run("strip-prefix", lightning, "-o", out, check=1)
+        self.assertIn("every key of '<root>' starts with 'model.' instead: strip that with --prefix='model.'",
+                      proc.stderr)
+        self.assertFalse(os.path.exists(out))
         # Keys under another wrapper (_orig_mod.module.), where consume_prefix_in_state_dict_if_present
         # silently does nothing: ckptfix says which prefix they have and how to strip it, and writes
         # nothing (issue 50).
@@ -227,7 +238,9 @@ class StripPrefix(PassTest):
 
     def test_legacy_file(self):
         out = self.out()
-        support.run("strip-prefix", self.fixture("legacy_training.pt"), "--key", "state_dict", "-o", out, check=0)
+        # Its keys have no wrapper: --auto leaves them (an explicit module. would be refused, issue 67).
+        support.run("strip-prefix", "--auto", self.fixture("legacy_training.pt"), "--key", "state_dict", "-o", out,
+                    check=0)
         expected, locations = self.load("legacy_training.pt")
         consume_prefix_in_state_dict_if_present(expected["state_dict"], "module.")
         self.judge(expected, locations, out)
@@ -260,14 +273,18 @@ class AddPrefix(PassTest):
     def test_second_run_changes_nothing(self):
         first, second = self.out("a.pt"), self.out("b.pt")
         support.run("add-prefix", "--prefix", "module.", self.fixture("plain_state_dict.pt"), "-o", first, check=0)
-        proc = support.run("add-prefix", "--prefix", "module.", "--json", first, "-o", second, check=0)
-        self.assertEqual(json.loads(proc.stdout)["inputs"][0]["status"], "unchanged")
-        self.assertEqual(support.sha256(first), support.sha256(second))
-        # In place, an unchanged file is not even rewritten.
+        # Every key already has the prefix: said, nothing written (issue 67), and in place the
+        # file is not even rewritten.
+        proc = support.run("add-prefix", "--prefix", "module.", "--json", first, "-o", second, check=1)
+        self.assertIn("every key of '<root>' already starts with 'module.': there is nothing to add", proc.stderr)
+        self.assertFalse(os.path.exists(second))
         before = os.stat(first)
-        proc = support.run("add-prefix", "--prefix", "module.", "--in-place", first, check=0)
-        self.assertIn("nothing to change", proc.stderr)
+        proc = support.run("add-prefix", "--prefix", "module.", "--in-place", first, check=1)
         self.assertEqual(os.stat(first).st_mtime_ns, before.st_mtime_ns)
+        # The same command again on its own output directory is a rerun: unchanged, exit 0.
+        proc = support.run("add-prefix", "--prefix", "module.", self.fixture("plain_state_dict.pt"), "-o", first,
+                           "--json", check=0)
+        self.assertEqual(json.loads(proc.stdout)["inputs"][0]["status"], "unchanged")
 
     def test_round_trip_with_strip(self):
         wrapped, back = self.out("w.pt"), self.out("b.pt")

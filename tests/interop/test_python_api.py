@@ -328,6 +328,19 @@ class PythonLoadTest(support.ScratchDirTest):
         self.assertIn("strip_prefix='_orig_mod.'", str(caught.exception))
         for e in (caught.exception,):
             self.assertNotIn("--", str(e))
+        # A prefix no key has: fix and load both say so, naming the one the keys share (issue 67).
+        lightning = self.path("lightning.pt")
+        torch.save({"model." + k: v for k, v in tc.load_trusted(support.fixture("plain_state_dict.pt")).items()},
+                   lightning)
+        with self.assertRaises(ckptfix.CheckpointError) as caught:
+            ckptfix.fix(lightning, self.path("l.pt"), strip_prefix="module.")
+        self.assertEqual(caught.exception.kind, "conflict")
+        self.assertIn("strip_prefix='model.'", str(caught.exception))
+        with self.assertRaises(ckptfix.CheckpointError) as caught:
+            ckptfix.load(lightning, strip_prefix="module.")
+        self.assertIn("strip_prefix='model.'", str(caught.exception))
+        self.assertEqual(list(ckptfix.load(lightning, strip_prefix="model.")),
+                         list(tc.load_trusted(support.fixture("plain_state_dict.pt"))))
         # check(recursive=True): every checkpoint under a directory; one with none fails.
         for name in ("plain_state_dict.pt", "dataparallel.pt"):
             with open(support.fixture(name), "rb") as f, open(os.path.join(directory, name), "wb") as g:

@@ -695,11 +695,21 @@ TEST(ReadThreads, EveryItemRunsOnceOnSeveralThreads) {
     std::vector<std::atomic<int>> calls(count);
     std::mutex mutex;
     std::set<std::thread::id> ids;
+    std::atomic<size_t> seen{0};
     threads.run(count, [&](size_t i) {
       ++calls[i];
-      std::this_thread::sleep_for(std::chrono::microseconds(200));  // long enough for the others to join
-      std::lock_guard<std::mutex> lock(mutex);
-      ids.insert(std::this_thread::get_id());
+      {
+        std::lock_guard<std::mutex> lock(mutex);
+        ids.insert(std::this_thread::get_id());
+        seen = ids.size();
+      }
+      // Wait (a while, on a loaded machine) for another thread to take an
+      // item: one thread running all 7 on a busy CI machine is no failure
+      // of the pool, but a pool that never starts a second one is.
+      const auto until = std::chrono::steady_clock::now() + std::chrono::seconds(5);
+      while (count >= 7 && seen.load() < 2 && std::chrono::steady_clock::now() < until) {
+        std::this_thread::sleep_for(std::chrono::microseconds(200));
+      }
     });
     for (size_t i = 0; i < count; ++i) EXPECT_EQ(calls[i].load(), 1) << "item " << i << " of " << count;
     if (count >= 7) EXPECT_GT(ids.size(), 1u) << count << " items ran on one thread";

@@ -93,7 +93,7 @@ TEST(StripPrefix, CollisionNamesBothKeys) {
                "stripping 'fc.' would make keys 'fc.weight' and 'weight' the same in '<root>'");
 }
 
-TEST(AddPrefix, WrapsMetadataLikeDataParallelAndIsIdempotent) {
+TEST(AddPrefix, WrapsMetadataLikeDataParallelAndRefusesToAddItTwice) {
   Checkpoint ck = Checkpoint::open(test::fixture_path("plain_state_dict.pt"));
   PassOptions options;
   options.add_prefix = "module.";
@@ -101,8 +101,11 @@ TEST(AddPrefix, WrapsMetadataLikeDataParallelAndIsIdempotent) {
   EXPECT_EQ(keys_of(*impl_of(ck).root).front(), "module.conv.weight");
   EXPECT_EQ(metadata_keys(*impl_of(ck).root),
             (std::vector<std::string>{"", "module", "module.conv", "module.bn", "module.fc"}));
-  EXPECT_FALSE(apply_passes(ck, options).changed());
+  // Every key has it now: a second time is refused, saying so (issue 67), and changes nothing.
+  test::expect_error([&] { apply_passes(ck, options); }, ErrorKind::kConflict,
+                     "every key of '<root>' already starts with 'module.': there is nothing to add");
   EXPECT_EQ(metadata_keys(*impl_of(ck).root).size(), 5u);
+  EXPECT_EQ(keys_of(*impl_of(ck).root).front(), "module.conv.weight");
 }
 
 TEST(AutoStrip, PeelsNestedWrappersOutermostFirst) {
