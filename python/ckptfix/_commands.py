@@ -5,8 +5,10 @@ from __future__ import annotations
 
 import os
 import re
+import tempfile
 from typing import Any, Dict, Mapping, Optional, Sequence, Union
 
+from ._arguments import dtype_name, like_flags
 from ._binary import check_input, flag_list, run_json
 
 Path = Union[str, "os.PathLike[str]"]
@@ -52,7 +54,7 @@ def inspect(path: Path, *, torch: Optional[str] = None, stats: bool = False) -> 
 def check(paths: Union[Path, Sequence[Path]], *, recursive: bool = False, glob: Sequence[str] = (),
           torch: Optional[Union[str, Sequence[str]]] = None, allow_globals: Sequence[str] = (),
           device: Optional[str] = None, no_prefix: Sequence[str] = (), dtypes: Optional[Sequence[str]] = None,
-          crc: bool = True, finite: bool = False, key: Sequence[str] = (), like: Optional[Path] = None,
+          crc: bool = True, finite: bool = False, key: Sequence[str] = (), like: Any = None,
           like_key: Optional[str] = None) -> Report:
     """`ckptfix check --json`: the CI gate's rules. Returns the report; an
     input with violations, or one that does not open, has status "failed"
@@ -60,10 +62,11 @@ def check(paths: Union[Path, Sequence[Path]], *, recursive: bool = False, glob: 
     `recursive`: every checkpoint under directories given (a directory
     with none fails); `glob`: the file names it takes (default *.pt, *.pth,
     *.bin, *.ckpt). `crc`: read every record's CRC-32 (the default).
-    `like`: a reference of the model (a checkpoint, a meta-device state
-    dict or a JSON file) whose load_state_dict(strict=True) must accept the
-    state dict as it is; the report's `load_state_dict` says what torch
-    would say.
+    `like`: the model (an nn.Module, a mapping of tensors, or a reference
+    file: a checkpoint, a meta-device state dict or a JSON file) whose
+    load_state_dict(strict=True) must accept the state dict as it is; the
+    report's `load_state_dict` says what torch would say. `dtypes` take
+    torch.dtype values or names ("bf16", "bfloat16").
     Raises CheckpointError when the command itself cannot run (a usage
     error), FileNotFoundError for a path that names nothing."""
     args = ["check", "--json", *_paths(paths, recursive=recursive)]
@@ -75,25 +78,26 @@ def check(paths: Union[Path, Sequence[Path]], *, recursive: bool = False, glob: 
     if device:
         args += ["--device", device]
     if dtypes:
-        args += ["--dtype", ",".join(dtypes)]
+        args += ["--dtype", ",".join(dtype_name(d, "dtypes") for d in dtypes)]
     if not crc:
         args.append("--no-crc")
     if finite:
         args.append("--finite")
     args += flag_list("--allow-global", allow_globals) + flag_list("--no-prefix", no_prefix) + flag_list("--key", key)
-    if like is not None:
-        args += ["--like", os.fspath(like)]
     if like_key:
         args += ["--like-key", like_key]
-    return run_json(args, failed_inputs_are_errors=False)
+    with tempfile.TemporaryDirectory(prefix="ckptfix-check-") as stage:
+        if like is not None:
+            args += like_flags(like, stage)
+        return run_json(args, failed_inputs_are_errors=False)
 
 
 def fix(src: Path, dst: Path, *, strip_prefix: Union[None, bool, str] = None, auto_prefix: bool = False,
         add_prefix: Optional[str] = None, to: Optional[str] = None, map: Optional[Mapping[str, str]] = None,
-        dtype: Optional[str] = None, cast_from: Sequence[str] = (), keep: Sequence[str] = (),
+        dtype: Any = None, cast_from: Sequence[Any] = (), keep: Sequence[str] = (),
         key: Sequence[str] = (), weights_only: bool = False, drop_unknown: bool = False,
         allow_globals: Sequence[str] = (), torch: Optional[str] = None, force: bool = False,
-        verify: bool = True, like: Optional[Path] = None, like_key: Optional[str] = None,
+        verify: bool = True, like: Any = None, like_key: Optional[str] = None,
         rename: Union[Mapping[str, str], Sequence[Sequence[str]]] = (), drop: Sequence[str] = (),
         allow_missing: bool = False, drop_unexpected: bool = False, drop_mismatched: bool = False,
         threads: Optional[int] = None) -> Report:
@@ -101,19 +105,18 @@ def fix(src: Path, dst: Path, *, strip_prefix: Union[None, bool, str] = None, au
     add a prefix, then retag devices, then cast), verified, written
     atomically. `strip_prefix`: True strips "module.", a str that prefix;
     `to`: every storage's device tag ("cpu"); `map`: {"cuda:3": "cuda:0"};
-    `dtype`: "bf16", "fp16", "float8_e4m3fn", ...; `keep`: key globs left as
+    `dtype`: "bf16", "fp16", "float8_e4m3fn", ... or a torch.dtype; `keep`: key globs left as
     they are. Raises CheckpointError naming the problem (nothing is written
     then), e.g. when the pickle would call a global ckptfix does not know
     as data (see `allow_globals` and `weights_only`).
-    `like`: a reference of the model (a checkpoint, a meta-device state
-    dict, or a JSON file) the state dict is fitted to instead of the prefix
+    `like`: the model (an nn.Module, a mapping of tensors, or a reference
+    file: a checkpoint, a meta-device state dict, a JSON file) the state
+    dict is fitted to instead of the prefix
     options (docs/cli.md, "fix --like"); `rename`: {regex: replacement}
     applied first, in order (Python's re.sub syntax); `drop`: key globs left
     out; `dtype="like"` casts to the model's types. A state dict that does
     not fit raises CheckpointError with torch's own lines."""
     args = ["fix", _src(src)]
-    if like is not None:
-        args += ["--like", os.fspath(like)]
     if like_key:
         args += ["--like-key", like_key]
     pairs = rename.items() if isinstance(rename, Mapping) else rename
@@ -136,17 +139,20 @@ def fix(src: Path, dst: Path, *, strip_prefix: Union[None, bool, str] = None, au
         args += ["--to", to]
     for frm, tgt in (map or {}).items():
         args += ["--map", "{}={}".format(frm, tgt)]
-    if dtype:
-        args += ["--dtype", dtype]
+    if dtype is not None:
+        args += ["--dtype", dtype if dtype == "like" else dtype_name(dtype, "dtype")]
     if cast_from:
-        args += ["--from", ",".join(cast_from)]
+        args += ["--from", ",".join(dtype_name(d, "cast_from") for d in cast_from)]
     args += flag_list("--keep", keep) + flag_list("--key", key)
     if weights_only:
         args.append("--weights-only")
     if drop_unknown:
         args.append("--drop-unknown")
-    return run_json(args + _write_flags(dst, force=force, verify=verify, allow_globals=allow_globals, torch=torch,
-                                       threads=threads))
+    args += _write_flags(dst, force=force, verify=verify, allow_globals=allow_globals, torch=torch, threads=threads)
+    with tempfile.TemporaryDirectory(prefix="ckptfix-fix-") as stage:
+        if like is not None:
+            args += like_flags(like, stage)
+        return run_json(args)
 
 
 def convert(src: Path, dst: Path, *, extract: Optional[str] = None, key: Optional[str] = None,

@@ -11,6 +11,7 @@ import os
 import tempfile
 from typing import TYPE_CHECKING, Any, Callable, Dict, List, Mapping, Optional, Union
 
+from ._arguments import dtype_name, like_flags
 from ._binary import check_input, run_json
 from ._errors import CheckpointError
 
@@ -24,9 +25,9 @@ MapLocation = Union[None, str, "torch.device", Mapping[str, Union[str, "torch.de
 
 
 def load(path: Union[str, "os.PathLike[str]"], *, map_location: MapLocation = "cpu", key: Optional[str] = None,
-         strip_prefix: Optional[str] = None, dtype: Optional["torch.dtype"] = None,
+         strip_prefix: Optional[str] = None, dtype: Union[None, str, "torch.dtype"] = None,
          mmap: bool = False, like: Any = None, allow_missing: bool = False, drop_unexpected: bool = False,
-         drop_mismatched: bool = False) -> Dict[str, Any]:
+         drop_mismatched: bool = False, weights_only: Optional[bool] = None) -> Dict[str, Any]:
     """The state dict of a checkpoint, as tensors of this Python's torch.
 
     Reads torch.save files (zip and legacy), safetensors files, Hugging Face
@@ -47,7 +48,12 @@ def load(path: Union[str, "os.PathLike[str]"], *, map_location: MapLocation = "c
         only one in the file (as ckptfix::libtorch::load_state_dict chooses).
     strip_prefix: remove this prefix ("module.") from every key that has it.
     dtype: cast floating tensors to it (torch's own Tensor.to, so
-        bit-identical to it); others stay as they are.
+        bit-identical to it); others stay as they are. A torch.dtype or its
+        name in either spelling ("bf16" as the CLI says it, "bfloat16").
+    weights_only: accepted as True, as people pass it to torch.load:
+        ckptfix.load never runs pickled code, so every load is weights-only
+        (and reads more than torch's: numpy values, configs). False raises
+        ValueError: there is no mode that runs the file's code.
     mmap: as torch.load's. False (the default, as torch.load's): CPU
         tensors own their memory, read from the file, and nothing of the
         file stays mapped, so the file may be overwritten (torch.save to
@@ -86,6 +92,15 @@ def load(path: Union[str, "os.PathLike[str]"], *, map_location: MapLocation = "c
     """
     import torch
 
+    if weights_only is False:
+        raise ValueError("ckptfix.load has no weights_only=False: it never runs a file's pickled code, and reads "
+                         "numpy values, configs and other data without it; to run the file's code, use torch.load")
+    if weights_only not in (None, True):
+        raise TypeError("weights_only takes True or False, not {}".format(type(weights_only).__name__))
+    if dtype is not None:
+        dtype = torch_dtype(torch, dtype_name(dtype, "dtype"))
+    if not isinstance(strip_prefix, (str, type(None))):
+        raise TypeError("strip_prefix takes a str, not {}".format(type(strip_prefix).__name__))
     path = check_input(os.fspath(path))
     args = ["layout", path]
     if key:
@@ -97,10 +112,7 @@ def load(path: Union[str, "os.PathLike[str]"], *, map_location: MapLocation = "c
         raise TypeError("like= chooses the prefixes itself: give no strip_prefix with it")
     with tempfile.TemporaryDirectory(prefix="ckptfix-load-") as stage:
         if like is not None:
-            reference = os.path.join(stage, "like.json")
-            write_reference(like, torch, reference)
-            args += ["--like", reference, "--like-name", type(like).__name__ if isinstance(like, torch.nn.Module)
-                     else "the model"]
+            args += like_flags(like, stage)
             args += ["--allow-missing"] * allow_missing + ["--drop-unexpected"] * drop_unexpected
             args += ["--drop-mismatched"] * drop_mismatched
         layout = run_json(args + ["--stage", stage])

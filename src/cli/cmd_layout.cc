@@ -306,8 +306,6 @@ CommandRun register_layout(CLI::App& app) {
   cmd->add_option("--stage", args->stage,
                   "Directory to copy storages that cannot be mapped where they lie into (DIR/storages.bin)");
   add_like_options(cmd, args->like, true);
-  // For ckptfix.load(like=model): its messages name the model's class, not a temporary file.
-  cmd->add_option("--like-name", args->like.like_name, "What messages call the --like reference")->group("");
   add_limit_option(cmd, args->limits);
   return [args] { return run(*args); };
 }

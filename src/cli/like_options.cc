@@ -14,6 +14,9 @@ void add_like_options(CLI::App* cmd, LikeArgs& args, bool fit_options) {
       ->allow_extra_args(false);
   cmd->add_option("--like-key", args.like_key, "With --like: the state dict of the reference at this path")
       ->allow_extra_args(false);
+  // For the Python package's like=model: its messages name the model's
+  // class, not the temporary file the reference was written to. Hidden.
+  cmd->add_option("--like-name", args.like_name, "What messages call the --like reference")->group("");
   if (!fit_options) return;
   cmd->add_option("--rename", args.renames,
                   "With --like: rename keys by REGEX=REPL first, as Python's re.sub (repeatable, in order)")

@@ -17,7 +17,7 @@ namespace ckptfix::cli {
 struct LikeArgs {
   std::string like;      ///< --like REF
   std::string like_key;  ///< --like-key PATH
-  std::string like_name;  ///< layout's --like-name: what messages call the reference (the model's class)
+  std::string like_name;  ///< --like-name (hidden): what messages call the reference (the model's class)
   std::vector<std::string> renames;  ///< --rename REGEX=REPL
   FitOptions fit;        ///< --drop, --allow-missing, --drop-unexpected, --drop-mismatched
 };

@@ -29,6 +29,7 @@ import unittest
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
 import support  # noqa: E402
 import torch  # noqa: E402
+import torch.nn as nn  # noqa: E402
 import torch_compare as tc  # noqa: E402
 
 sys.path.insert(0, os.path.join(support.REPO, "python"))
@@ -228,6 +229,41 @@ class PythonLoadTest(support.ScratchDirTest):
                 ckptfix.load(path, key="state_dict", map_location=None)
         with self.assertRaises(TypeError):
             ckptfix.load(path, key="state_dict", map_location=lambda storage, loc: storage)
+
+    def test_arguments_take_the_clis_spellings_and_torchs(self):
+        # Issue 67, item 5: dtype='bf16' as the CLI says it, torch.bfloat16 as torch does; weights_only as
+        # torch.load takes it; like= a module for fix and check as for load; a wrong type names the argument.
+        path = support.fixture("plain_state_dict.pt")
+        ref = tc.load_trusted(path)
+        for spelling in ("bf16", "bfloat16", "torch.bfloat16", torch.bfloat16):
+            sd = ckptfix.load(path, dtype=spelling)
+            for k, v in ref.items():
+                want = v.to(torch.bfloat16) if v.is_floating_point() else v
+                self.assertEqual(sd[k].dtype, want.dtype, spelling)
+                self.assertTrue(torch.equal(sd[k], want), (spelling, k))
+        self.assertEqual(list(ckptfix.load(path, weights_only=True)), list(ref))
+        with self.assertRaisesRegex(ValueError, "no weights_only=False: it never runs a file's pickled code"):
+            ckptfix.load(path, weights_only=False)
+        for call in (lambda: ckptfix.load(path, dtype=3), lambda: ckptfix.load(path, strip_prefix=True),
+                     lambda: ckptfix.fix(path, self.path("x.pt"), dtype=1.5)):
+            with self.assertRaisesRegex(TypeError, "dtype|strip_prefix"):
+                call()
+
+        class Model(nn.Module):
+            def __init__(self):
+                super().__init__()
+                self.conv, self.bn, self.fc = nn.Conv2d(1, 2, 3), nn.BatchNorm2d(2), nn.Linear(8, 3)
+
+        report = ckptfix.check(path, like=Model(), dtypes=[torch.float32])
+        self.assertEqual(report["inputs"][0]["status"], "ok")
+        out = self.path("fitted.pt")
+        ckptfix.fix(path, out, like=Model(), dtype=torch.float16)
+        fitted = torch.load(out)
+        self.assertEqual({v.dtype for v in fitted.values() if v.is_floating_point()}, {torch.float16})
+        Model().half().load_state_dict(fitted, strict=True)
+        with self.assertRaises(ckptfix.CheckpointError) as caught:
+            ckptfix.fix(path, self.path("y.pt"), like=nn.Linear(8, 3))
+        self.assertIn("does not load into 'Linear'", str(caught.exception))  # the class, not a temporary file
 
     def test_the_gpu_paths_staging_on_the_cpu(self):
         """The staging copy GPU loads go through, with a CPU target: buffers of
