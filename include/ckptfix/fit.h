@@ -90,7 +90,11 @@ struct FitReport {
   std::vector<KeyMove> added;       ///< keys made (num_batches_tracked)
   std::vector<KeyMove> dropped;     ///< keys left out
   std::vector<std::string> missing; ///< model keys the output lacks (allowed: allow_missing, drop_mismatched)
-  uint64_t kept = 0;                ///< keys already as the model has them
+  /// The file's tensors written (renamed or not; `moved` lists the renamed
+  /// ones), and those left out (`dropped`): a fit keeps at least one, and
+  /// says so where it leaves out more than it keeps (issue 67).
+  uint64_t kept = 0;
+  uint64_t left_out = 0;
   uint64_t tensors_cast = 0;        ///< with dtype_like
   /// The file's other top-level entries, not written (the output is the
   /// fitted state dict alone: a Lightning file's 'epoch', 'optimizer_states').

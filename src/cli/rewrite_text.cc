@@ -31,6 +31,11 @@ std::vector<std::string> describe(const PassReport& report, const SaveResult* sa
     if (!f.missing.empty()) parts.push_back(std::to_string(f.missing.size()) + " missing (allowed)");
     if (f.tensors_cast > 0) parts.push_back(std::to_string(f.tensors_cast) + " tensors cast to the model's types");
     for (size_t i = 0; i < parts.size(); ++i) line += (i ? ", " : ": ") + parts[i];
+    if (f.left_out > f.kept) {  // said first, where it cannot be missed
+      lines.insert(lines.begin(), "the fit keeps " + std::to_string(f.kept) + " of the file's " +
+                                      std::to_string(f.kept + f.left_out) + " tensors and leaves out " +
+                                      std::to_string(f.left_out) + " (see 'left out' below)");
+    }
     if (!f.left_out_of_file.empty()) {
       // The output is the state dict alone: say what of the file it leaves behind.
       line += "; written alone, without the file's ";
@@ -134,7 +139,7 @@ nlohmann::json fit_json(const FitReport& f) {
   return {{"reference", f.reference}, {"state_dict", path_to_json(f.state_dict)},
           {"moved", moves(f.moved)},  {"added", moves(f.added)},
           {"dropped", moves(f.dropped)}, {"missing", f.missing},
-          {"kept", f.kept},           {"tensors_cast", f.tensors_cast},
+          {"kept", f.kept},           {"left_out", f.left_out}, {"tensors_cast", f.tensors_cast},
           {"left_out_of_file", f.left_out_of_file}, {"changed", f.changed}};
 }
 

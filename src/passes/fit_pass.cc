@@ -298,15 +298,25 @@ void fit_state_dict(Checkpoint& checkpoint, const PassOptions& options, PassRepo
     written[static_cast<size_t>(i)] = true;
     order.push_back(static_cast<size_t>(i));
   }
+  // No silent empty (issue 67): `allow_missing` with `drop_unexpected` once
+  // wrote a state dict of none of the file's tensors, exit 0, which
+  // load_state_dict(strict=False) then loaded as nothing.
+  if (order.empty() && !d.inputs.empty()) {
+    Error error(ErrorKind::kConflict,
+                "fitting the state dict '" + where(d.path) + "' to '" + model.name + "' would keep none of its " +
+                    std::to_string(d.inputs.size()) + " tensors (" + problems_text(plan, fit) +
+                    "); nothing was written; where its keys are the model's under other names, `renames` maps them "
+                    "(check with the model says which)");
+    for (const std::string& line : refusal_lines(plan, d.inputs, model, fit)) error.detail(line);
+    throw error;
+  }
   for (size_t i = 0; i < d.inputs.size(); ++i) {
     if (written[i]) {
-      if (plan.names[i] != d.inputs[i].key) {
-        out.moved.push_back({d.inputs[i].key, plan.names[i], plan.rules[i]});
-      } else {
-        ++out.kept;
-      }
+      ++out.kept;
+      if (plan.names[i] != d.inputs[i].key) out.moved.push_back({d.inputs[i].key, plan.names[i], plan.rules[i]});
       continue;
     }
+    ++out.left_out;
     std::string why = plan.dropped_by[i];
     if (why.empty() && plan.placed[i] < 0) why = "not in the model (`drop_unexpected`)";
     if (why.empty()) {

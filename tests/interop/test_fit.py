@@ -409,6 +409,37 @@ class FitTest(support.ScratchDirTest):
         self.assertEqual(fit["dropped"], [{"from": "aux_head.weight", "rule": "--drop 'aux_*'"}])
         self.assertEqual(fit["moved"][0]["rule"], r"--rename '^encoder\.layer\.(\d+)\.'")
 
+    def test_no_silent_empty_and_a_large_loss_said_first(self):
+        # Issue 67, item 2: q/k/v where the model has query/key/value (same shapes): allowing
+        # everything once wrote an empty state dict, exit 0, that load_state_dict(strict=False) took
+        # as nothing. Now refused, saying why; --rename keeps every weight.
+        class Attention(nn.Module):
+            def __init__(self):
+                super().__init__()
+                self.query, self.key, self.value = nn.Linear(4, 4), nn.Linear(4, 4), nn.Linear(4, 4)
+
+        model = seeded(Attention)
+        sd = self.renamed(model.state_dict(), lambda k: k[0] + k[k.index("."):])  # query.weight -> q.weight
+        source = self.save("qkv.pt", sd)
+        reference = self.reference(seeded(Attention))
+        _, proc = self.refused(source, reference, "--allow-missing", "--drop-unexpected")
+        self.assertIn("would keep none of its 6 tensors", proc.stderr)
+        self.assertIn("--rename", proc.stderr)
+        out, _ = self.fix(source, reference, "--rename", r"^q\.=query.", "--rename", r"^k\.=key.",
+                          "--rename", r"^v\.=value.")
+        self.assert_fits(out, seeded(Attention), model.state_dict())
+        # Keeping fewer than it leaves out is said first, and counted in the JSON.
+        class One(nn.Module):
+            def __init__(self):
+                super().__init__()
+                self.query = nn.Linear(4, 4)
+
+        out, proc = self.fix(self.save("qkv2.pt", model.state_dict()), self.save("one.pt", seeded(One).state_dict()),
+                             "--drop-unexpected")
+        fit = json.loads(proc.stdout)["inputs"][0]["changes"]["fit"]
+        self.assertEqual((fit["kept"], fit["left_out"]), (2, 4))
+        self.assertIn("the fit keeps 2 of the file's 6 tensors and leaves out 4", proc.stderr)
+
     # --- refusals: nothing written ------------------------------------------
 
     def refused(self, source, reference, *extra):
