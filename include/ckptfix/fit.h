@@ -116,6 +116,13 @@ struct LoadVerdict {
   /// drop_unexpected, drop_mismatched set as needed); nullopt when it
   /// cannot (an ambiguity only `renames` or `drops` resolve).
   std::optional<FitOptions> fix;
+  /// With `fix`: how many of the state dict's tensors that fix keeps, of
+  /// how many. Where keys the file has under other names pair one to one
+  /// with the model's (same parameter names and shapes, module by module),
+  /// `fix->renames` holds the --rename rules that map them, so that the
+  /// advice keeps the weights rather than dropping them (issue 67).
+  uint64_t fix_keeps = 0;
+  uint64_t tensors = 0;
   bool loads() const { return lines.empty(); }
 };
 

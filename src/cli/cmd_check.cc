@@ -48,14 +48,26 @@ std::string fit_hint(const CheckArgs& args, const std::string& file, const LoadV
     return "ckptfix: hint: its keys cannot all be placed by fix --like's rules alone; '" + command +
            "' says why, and --rename REGEX=REPL or --drop GLOB tells it what no rule knows\n";
   }
+  if (load.fix_keeps == 0 && load.tensors > 0) {
+    // Advice that writes an empty state dict is no advice (issue 67); the fix refuses it too.
+    return "ckptfix: hint: none of its " + std::to_string(load.tensors) +
+           " tensors has a key the model has, by fix --like's rules or by name and shape; where they are the "
+           "model's under other names, '" + command + " --rename REGEX=REPL' maps them\n";
+  }
+  for (const auto& [pattern, replacement] : load.fix->renames) {
+    // Double quotes: the hint itself is in single quotes, and a shell keeps `\.` in double quotes.
+    command += " --rename \"" + printable(pattern) + "=" + printable(replacement) + "\"";
+  }
   if (load.fix->allow_missing) command += " --allow-missing";
   if (load.fix->drop_unexpected) command += " --drop-unexpected";
   if (load.fix->drop_mismatched) command += " --drop-mismatched";
-  return "ckptfix: hint: '" + command + "' makes it load" +
-         (load.fix->allow_missing || load.fix->drop_unexpected || load.fix->drop_mismatched
-              ? std::string(" (what the options leave out or lack is listed as it is written)")
-              : std::string()) +
-         "\n";
+  std::string what = "makes it load";
+  if (!load.fix->renames.empty()) what += " (the renames pair keys by their parameters' names and shapes)";
+  if (load.fix->allow_missing || load.fix->drop_unexpected || load.fix->drop_mismatched) {
+    what += ", keeping " + std::to_string(load.fix_keeps) + " of the file's " + std::to_string(load.tensors) +
+            " tensors (what the options leave out or lack is listed as it is written)";
+  }
+  return "ckptfix: hint: '" + command + "' " + what + "\n";
 }
 
 // Examples a grouped line names before "and N more".
@@ -146,6 +158,16 @@ int run(const CheckArgs& args) {
       if (report.load) {
         o.doc["load_state_dict"] = {{"loads", report.load->loads()}, {"lines", report.load->lines},
                                     {"fixable", report.load->fix.has_value()}};
+        if (report.load->fix && !report.load->loads()) {  // the advised fix, and what it keeps
+          nlohmann::json renames = nlohmann::json::array();
+          for (const auto& [pattern, replacement] : report.load->fix->renames) renames.push_back({pattern, replacement});
+          o.doc["load_state_dict"]["fix"] = {{"renames", renames},
+                                             {"allow_missing", report.load->fix->allow_missing},
+                                             {"drop_unexpected", report.load->fix->drop_unexpected},
+                                             {"drop_mismatched", report.load->fix->drop_mismatched},
+                                             {"keeps", report.load->fix_keeps},
+                                             {"tensors", report.load->tensors}};
+        }
         if (!report.load->loads() && !args.batch.quiet) like_hint = fit_hint(args, printable(input.path), *report.load);
       }
       violations = std::move(report.violations);

@@ -18,6 +18,7 @@
 #include "model/graph_walk.h"
 #include "model/state_dict_values.h"
 #include "model/torch_objects.h"
+#include "passes/fit_advice.h"
 #include "passes/fit_plan.h"
 #include "passes/passes_internal.h"
 #include "passes/rename_keys.h"
@@ -547,10 +548,26 @@ LoadVerdict load_verdict(const Checkpoint& checkpoint, const ModelReference& mod
       FitOptions options;
       FitPlan plan = plan_fit(d.inputs, model, options);
       if (plan.ambiguous.empty()) {
+        // Keys left over on both sides that pair by shape: rename them
+        // rather than drop the file's and miss the model's.
+        const RenameAdvice advice = advise_renames(d.inputs, model, plan);
+        if (!advice.renames.empty()) {
+          FitOptions renamed;
+          renamed.renames = advice.renames;
+          FitPlan with = plan_fit(d.inputs, model, renamed);
+          if (with.ambiguous.empty()) options = renamed, plan = std::move(with);
+        }
         options.allow_missing = !plan.missing.empty();
         options.drop_unexpected = !plan.unexpected.empty();
         options.drop_mismatched = !plan.mismatched.empty();
         verdict.fix = options;
+        for (size_t i = 0; i < d.inputs.size(); ++i) {
+          if (!d.inputs[i].tensor) continue;
+          ++verdict.tensors;
+          const bool mismatched =
+              std::find(plan.mismatched.begin(), plan.mismatched.end(), i) != plan.mismatched.end();
+          if (plan.placed[i] >= 0 && !mismatched) ++verdict.fix_keeps;
+        }
       }
     }
     return verdict;

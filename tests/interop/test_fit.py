@@ -16,6 +16,8 @@ backbone) are fitted too (scripts/models-check.sh runs that judge).
 import collections
 import json
 import os
+import re
+import shlex
 import sys
 import time
 import unittest
@@ -439,6 +441,40 @@ class FitTest(support.ScratchDirTest):
         fit = json.loads(proc.stdout)["inputs"][0]["changes"]["fit"]
         self.assertEqual((fit["kept"], fit["left_out"]), (2, 4))
         self.assertIn("the fit keeps 2 of the file's 6 tensors and leaves out 4", proc.stderr)
+
+    def test_check_advises_renames_that_keep_the_weights(self):
+        # Issue 67, item 1: q/k/v for query/key/value, head for classifier, layers.0 for layer0 (same
+        # shapes): check --like once advised --allow-missing --drop-unexpected, which kept nothing. Its
+        # advice now maps them, says what it keeps, and following it loads strictly in torch.
+        class Attention(nn.Module):
+            def __init__(self):
+                super().__init__()
+                self.query, self.key, self.value = nn.Linear(4, 4), nn.Linear(4, 6), nn.Linear(4, 8)
+                self.classifier = nn.Sequential(nn.Linear(8, 8), nn.LayerNorm(8))
+                self.layer0 = nn.Linear(8, 3)
+
+        def old_names(k):
+            for new, old in (("query.", "q."), ("key.", "k."), ("value.", "v."), ("classifier.", "head."),
+                             ("layer0.", "layers.0.")):
+                if k.startswith(new):
+                    return old + k[len(new):]
+            return k
+
+        model = seeded(Attention)
+        source = self.save("old.pt", self.renamed(model.state_dict(), old_names))
+        ref = self.reference(seeded(Attention))
+        proc = support.run("check", "--like", ref, source, "--json", check=1)
+        fix = json.loads(proc.stdout)["inputs"][0]["load_state_dict"]["fix"]
+        self.assertEqual((fix["keeps"], fix["tensors"]), (12, 12), fix)
+        self.assertFalse(fix["allow_missing"] or fix["drop_unexpected"], fix)
+        self.assertIn([r"^q\.", "query."], fix["renames"])  # one rule a module (head -> classifier: the prefix rule)
+        self.assertIn([r"^layers\.0\.", "layer0."], fix["renames"])
+        hint = [l for l in support.run("check", "--like", ref, source, check=1).stderr.splitlines() if "hint" in l][0]
+        self.assertNotIn("--allow-missing", hint)
+        command = re.search(r"'(ckptfix fix .*)' makes it load", hint).group(1)
+        args = shlex.split(command.replace("OUT", self.path("advised.pt")))[1:]
+        support.run(*args, check=0)
+        self.assert_fits(self.path("advised.pt"), seeded(Attention), model.state_dict())
 
     # --- refusals: nothing written ------------------------------------------
 
