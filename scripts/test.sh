@@ -25,7 +25,9 @@
 #      cancelled midway and the array retried (scripts/slurm-check.sh);
 #   5. every libFuzzer target (clang, ASan + UBSan) for 30 s on every core
 #      (as many executions as 60 s on one core of a 2-core machine), failing
-#      on any finding (scripts/fuzz.sh; CKPTFIX_FUZZ_SECONDS changes the budget).
+#      on any finding (scripts/fuzz.sh; CKPTFIX_FUZZ_SECONDS changes the budget);
+#      then CPython's reading of the unpickler's fresh fuzz corpora held
+#      against ckptfix's (scripts/oracle-check.sh).
 # Every judge is required here (CKPTFIX_REQUIRE_JUDGES=1): a missing one fails.
 set -eu
 cd "$(dirname "$0")/.."
@@ -77,8 +79,6 @@ stage "docs/ci.md's Slurm job array on a real Slurm, a task cancelled and retrie
 ./scripts/slurm-check.sh build/ckptfix
 stage "fuzzing (every target for ${CKPTFIX_FUZZ_SECONDS:-30} s on $(nproc) cores)"
 CKPTFIX_FUZZ_JOBS="${CKPTFIX_FUZZ_JOBS:-$(nproc)}" ./scripts/fuzz.sh "${CKPTFIX_FUZZ_SECONDS:-30}"
-# The pickle oracle over the fuzz corpora is scripts/oracle-check.sh, run
-# before a stop: on a fresh corpus it still finds pickles CPython reads
-# otherwise (issue 66, open); the oracle over every committed corpus runs in
-# the ctest stages above.
+stage "the pickle oracle over the fresh fuzz corpora (CPython's reading against ckptfix's)"
+./scripts/oracle-check.sh
 stage "all tests passed"

@@ -63,7 +63,12 @@ class StandIn:
         self._given.append(("build", state))
 
     def extend(self, items):
-        self._given.append(("extend", list(items)))
+        # Consecutive APPENDS are one list of items: ckptfix models what the object is given,
+        # and its writer may batch the items in fewer APPENDS.
+        if self._given and self._given[-1][0] == "extend":
+            self._given[-1][1].extend(items)
+        else:
+            self._given.append(("extend", list(items)))
 
     def append(self, item):
         self._given.append(("append", item))
@@ -114,6 +119,26 @@ class Loader(pickle.Unpickler):
         return Pid(pid)
 
 
+def plain_value(v):
+    """The bytes, bytearray or set a protocol 2 pickle spells as a call of a builtin (which the
+    real builtin makes into the very value later protocols write with their own opcodes), as
+    canonical() writes that value; None for anything else."""
+    if not isinstance(v, StandIn) or v._made[1] or v._given:
+        return None
+    args, made = v._made[0], type(v)._global
+    if made == "_codecs.encode" and len(args) == 2 and args[1] == "latin1" and isinstance(args[0], str):
+        return ("bytes", args[0].encode("latin-1"))
+    if made == "builtins.bytes" and not args:
+        return ("bytes", b"")
+    if made == "builtins.bytearray" and len(args) == 1:
+        inner = ("bytes", args[0]) if isinstance(args[0], bytes) else plain_value(args[0])
+        if inner and inner[0] == "bytes":
+            return ("bytearray", inner[1])
+    if made in ("builtins.set", "builtins.frozenset") and len(args) == 1 and isinstance(args[0], list):
+        return (made[len("builtins."):], len(args[0]))
+    return None
+
+
 def canonical(value):
     """A tree of tuples that is the same for two values exactly when they are
     the same data, built the same way, with the same sharing."""
@@ -123,10 +148,15 @@ def canonical(value):
     def walk(v):
         if id(v) in seen:
             return ("ref", seen[id(v)])
-        # Every container once: shared values (a billion laughs) stay linear.
-        if isinstance(v, (list, dict, set, frozenset, tuple, StandIn, Pid, Called, bytearray)):
+        plain = plain_value(v)
+        # Every container once: shared values (a billion laughs) stay linear. Bytes are no
+        # container, also when spelled as a call; a bytearray or set is one however spelled.
+        if (isinstance(v, (list, dict, set, frozenset, tuple, StandIn, Pid, Called, bytearray))
+                and (plain is None or plain[0] != "bytes")):
             seen[id(v)] = len(seen)
             keep.append(v)  # alive while its id is a key
+        if plain is not None:
+            return plain
         if v is None or isinstance(v, bool):
             return (type(v).__name__, v)
         if isinstance(v, int):
@@ -149,16 +179,6 @@ def canonical(value):
             return ("called", walk(v.callee), walk(v.args), walk(v.kwargs))
         if isinstance(v, StandIn):
             args, kwargs = v._made
-            # Protocol 2 spells bytes, bytearrays and sets as calls of these builtins, which the
-            # real ones make into the very values later protocols write with their own opcodes.
-            made = type(v)._global
-            if not kwargs and not v._given:
-                if made == "_codecs.encode" and len(args) == 2 and args[1] == "latin1" and isinstance(args[0], str):
-                    return ("bytes", args[0].encode("latin-1"))
-                if made == "builtins.bytearray" and len(args) == 1 and isinstance(args[0], bytes):
-                    return ("bytearray", args[0])
-                if made in ("builtins.set", "builtins.frozenset") and len(args) == 1 and isinstance(args[0], list):
-                    return (made[len("builtins."):], len(args[0]))
             return ("object", type(v)._global, walk(args), walk(kwargs),
                     tuple((g[0],) + tuple(walk(x) for x in g[1:]) for g in v._given))
         if isinstance(v, type) and issubclass(v, StandIn):
@@ -211,7 +231,8 @@ def pickles_of_corpora(workdir):
     extra = [d for d in os.environ.get("CKPTFIX_ORACLE_DIRS", "").split(":") if d]
     most = int(os.environ.get("CKPTFIX_ORACLE_MAX", "2000"))  # files per extra directory (a fuzz corpus)
     for directory in [os.path.join(REPO, "tests", "fuzz_regressions", "unpickle"),
-                      os.path.join(REPO, "tests", "fuzz_regressions", "pickle_roundtrip")] + extra:
+                      os.path.join(REPO, "tests", "fuzz_regressions", "pickle_roundtrip"),
+                      os.path.join(REPO, "tests", "fuzz_regressions", "call_policy")] + extra:
         for path in sorted(glob.glob(os.path.join(directory, "*")))[:most]:
             if os.path.isfile(path) and os.path.getsize(path) <= (1 << 20) and not path.endswith((".md", "PENDING")):
                 with open(path, "rb") as f:
