@@ -25,6 +25,9 @@ constexpr size_t kMaxPrefixSegments = 3;
 // Model keys sharing one tail beyond this many are too many to tell apart by
 // a prefix (and would make the search quadratic): such tails are not used.
 constexpr size_t kMaxKeysPerTail = 64;
+// Every known rename changes a key's length by a few bytes at most
+// (weight_g -> parametrizations.weight.original0 the most).
+constexpr size_t kLongestRenameShrink = 32;
 
 // Calls f(segment) for each of key's '.'-separated segments, in order.
 template <typename F>
@@ -82,6 +85,7 @@ class Planner {
     for (size_t r = 0; r < m; ++r) {
       index_.emplace(model.entries[r].key, r);  // the first of a repeated key
       longest_model_key_ = std::max(longest_model_key_, model.entries[r].key.size());
+      model_modules_[module_of(model.entries[r].key)].push_back(r);
     }
   }
 
@@ -108,6 +112,34 @@ class Planner {
 
  private:
   size_t longest_model_key_ = 0;
+
+  // "a.b.c" -> "a.b." (the module's prefix, "" for a key of the root module).
+  static std::string module_of(const std::string& key) {
+    const size_t dot = key.rfind('.');
+    return dot == std::string::npos ? std::string() : key.substr(0, dot + 1);
+  }
+
+  // Whether the model's module at `prefix` is a norm by its shapes (LayerNorm,
+  // RMSNorm, GroupNorm, BatchNorm and their kin): a 1-d weight, and every
+  // other tensor of the module itself 1-d of that length (a BatchNorm's
+  // num_batches_tracked aside). A FiLM layer's 2-d gamma, a Linear, a
+  // layer-scale module with more than these, is none.
+  bool is_norm(const std::string& prefix) const {
+    const auto weight = model_key(prefix + "weight");
+    if (!weight || !model_.entries[*weight].tensor || model_.entries[*weight].shape.size() != 1) return false;
+    const int64_t length = model_.entries[*weight].shape[0];
+    const auto members = model_modules_.find(prefix);
+    if (members == model_modules_.end()) return false;
+    return std::all_of(members->second.begin(), members->second.end(), [&](size_t r) {
+      const ExpectedEntry& e = model_.entries[r];
+      if (!e.tensor) return true;  // an extra state says nothing of the shapes
+      if (e.key.size() - prefix.size() == std::string_view("num_batches_tracked").size() &&
+          e.key.compare(prefix.size(), std::string::npos, "num_batches_tracked") == 0) {
+        return e.shape.empty();
+      }
+      return e.shape.size() == 1 && e.shape[0] == length;
+    });
+  }
 
   bool alive(size_t i) const { return plan_.dropped_by[i].empty(); }
   bool open(size_t i) const { return alive(i) && plan_.placed[i] < 0; }
@@ -276,11 +308,16 @@ class Planner {
   }
 
   // Step 3: the one prefix change (strip P, add Q) that fits the most keys
-  // by name and shape. Each open key and each unfilled model key is split
-  // at its first few dots into (prefix, tail); a key and a model key with
-  // one tail and of one shape vote for (its prefix -> the model's), with
-  // the prefixes' common last segments dropped (model.fc. -> fc. is
-  // model. -> "").
+  // by name and shape. A key votes for (its prefix -> a model key's) where
+  // the rest of both is one tail of two segments or more and of one shape
+  // (model.fc.weight -> fc.weight), or where its module and a model module
+  // hold the same names of the same shapes (head.{weight,bias} ->
+  // classifier.{weight,bias}); the prefixes' common last segments are
+  // dropped (model.fc. -> fc. is model. -> ""). It needs support: two keys
+  // at least, no other change with as many (a tie is refused), and, for a
+  // prefix stripped, every open key under it fitting a model key by name
+  // after the change (else the change is refused, naming the key); a
+  // prefix only added moves the keys it makes fit and no others.
   void fit_one_prefix() {
     std::unordered_map<std::string, std::vector<std::pair<std::string, size_t>>> model_by_tail;  // tail -> (Q, r)
     std::unordered_set<std::string> crowded;
@@ -297,6 +334,34 @@ class Planner {
         list.emplace_back(prefix, r);
       }
     }
+    // Modules by what they hold: signature -> the model's modules (unfilled entries).
+    std::unordered_map<std::string, std::vector<std::string>> model_by_signature;
+    {
+      std::unordered_map<std::string, std::vector<size_t>> members;
+      for (size_t r = 0; r < model_.entries.size(); ++r) {
+        if (plan_.source[r] < 0) members[module_of(model_.entries[r].key)].push_back(r);
+      }
+      std::unordered_set<std::string> crowded_signatures;
+      for (const auto& [module, entries] : members) {
+        const std::string signature = model_signature(module, entries);
+        if (crowded_signatures.count(signature)) continue;
+        auto& list = model_by_signature[signature];
+        if (list.size() >= kMaxKeysPerTail) {
+          crowded_signatures.insert(signature);
+          model_by_signature.erase(signature);
+          continue;
+        }
+        list.push_back(module);
+      }
+    }
+    std::unordered_map<std::string, std::string> input_signatures;  // open inputs' modules -> signature
+    {
+      std::unordered_map<std::string, std::vector<size_t>> members;
+      for (size_t i = 0; i < inputs_.size(); ++i) {
+        if (open(i)) members[module_of(plan_.names[i])].push_back(i);
+      }
+      for (const auto& [module, entries] : members) input_signatures[module] = input_signature(module, entries);
+    }
     std::map<std::pair<std::string, std::string>, size_t> votes;
     for (size_t i = 0; i < inputs_.size(); ++i) {
       if (!open(i)) continue;
@@ -311,14 +376,24 @@ class Planner {
           mine.insert(std::move(change));
         }
       }
+      const std::string module = module_of(plan_.names[i]);
+      if (const auto found = model_by_signature.find(input_signatures.at(module)); found != model_by_signature.end()) {
+        for (const std::string& model_module : found->second) {
+          auto change = without_shared_tail(module, model_module);
+          if (change.first.empty() && change.second.empty()) continue;
+          mine.insert(std::move(change));
+        }
+      }
       for (const auto& change : mine) ++votes[change];
     }
     if (votes.empty()) return;
     auto best = votes.begin();
-    std::vector<std::pair<std::string, std::string>> tied;
     for (auto it = votes.begin(); it != votes.end(); ++it) {
       if (it->second > best->second) best = it;
     }
+    // One key's vote is a coincidence of a name and a shape, not a prefix.
+    if (best->second < 2) return;
+    std::vector<std::pair<std::string, std::string>> tied;
     for (const auto& [change, count] : votes) {
       if (count == best->second) tied.push_back(change);
     }
@@ -329,17 +404,73 @@ class Planner {
                                 "by another (" + list + "); say which with `renames`");
       return;
     }
-    // Every open key under the prefix moves, not only those that then match:
-    // the known renames still to come work on the moved names.
+    // The keys under the prefix move, not only those that match as they
+    // are: the known renames still to come work on the moved names.
     const auto& [strip, add] = best->first;
     std::vector<std::string> proposed(inputs_.size());
     for (size_t i = 0; i < inputs_.size(); ++i) {
       if (!open(i) || plan_.names[i].compare(0, strip.size(), strip) != 0 || plan_.names[i].size() == strip.size()) {
         continue;
       }
-      proposed[i] = add + plan_.names[i].substr(strip.size());
+      std::string moved = add + plan_.names[i].substr(strip.size());
+      if (!fits_by_name(moved) && !is_batches_tracked(moved)) {
+        if (strip.empty()) continue;  // a prefix only added leaves what it does not fit as it is
+        plan_.ambiguous.push_back(describe(best->first) + " fits " + std::to_string(best->second) +
+                                  " keys, but '" + inputs_[i].key + "' under it would be '" + moved +
+                                  "', which the model has not: leave it out with `drops` or say the renames with `renames`");
+        return;
+      }
+      proposed[i] = std::move(moved);
     }
     rename_all(proposed, describe(best->first), true);
+  }
+
+  // Whether the model has `name`, or a name a known rename makes of it.
+  bool fits_by_name(const std::string& name) const {
+    if (model_key(name)) return true;
+    if (name.size() > longest_model_key_ + kLongestRenameShrink) return false;
+    for (const auto& candidate : rename_candidates(name)) {
+      if (model_key(candidate.first)) return true;
+    }
+    return false;
+  }
+
+  static bool is_batches_tracked(const std::string& name) {
+    constexpr std::string_view kTracked = ".num_batches_tracked";
+    return name.size() > kTracked.size() && name.compare(name.size() - kTracked.size(), kTracked.size(), kTracked) == 0;
+  }
+
+  // What a module holds, as names within it and shapes: "bias:5;weight:5,4".
+  static std::string signature_of(std::vector<std::pair<std::string_view, std::string>> leaves) {
+    std::sort(leaves.begin(), leaves.end());
+    std::string out;
+    for (const auto& [leaf, shape] : leaves) (((out += leaf) += ':') += shape) += ';';
+    return out;
+  }
+
+  static std::string shape_text(bool tensor, const std::vector<int64_t>& shape) {
+    if (!tensor) return "state";
+    std::string out = "[";
+    for (int64_t d : shape) (out += std::to_string(d)) += ',';
+    return out + "]";
+  }
+
+  std::string model_signature(const std::string& module, const std::vector<size_t>& entries) const {
+    std::vector<std::pair<std::string_view, std::string>> leaves;
+    for (size_t r : entries) {
+      const ExpectedEntry& e = model_.entries[r];
+      leaves.emplace_back(std::string_view(e.key).substr(module.size()), shape_text(e.tensor, e.shape));
+    }
+    return signature_of(std::move(leaves));
+  }
+
+  std::string input_signature(const std::string& module, const std::vector<size_t>& members) const {
+    std::vector<std::pair<std::string_view, std::string>> leaves;
+    for (size_t i : members) {
+      leaves.emplace_back(std::string_view(plan_.names[i]).substr(module.size()),
+                          shape_text(inputs_[i].tensor, inputs_[i].shape));
+    }
+    return signature_of(std::move(leaves));
   }
 
   static std::string describe(const std::pair<std::string, std::string>& change) {
@@ -365,6 +496,50 @@ class Planner {
     return out;
   }
 
+  // The names the known renames (step 4) offer `name`, each with its rule.
+  std::vector<std::pair<std::string, std::string>> rename_candidates(const std::string& name) const {
+    std::vector<std::pair<std::string, std::string>> candidates;  // (name, rule)
+    const std::vector<std::string_view> segs = segments(name);
+    const std::string_view last = segs.back();
+    const std::string head = name.substr(0, name.size() - last.size());
+    // gamma/beta only into a module the reference shows to be a norm.
+    if ((last == "gamma" || last == "beta") && is_norm(head)) {
+      if (last == "gamma") candidates.emplace_back(head + "weight", "gamma -> weight (a norm's)");
+      if (last == "beta") candidates.emplace_back(head + "bias", "beta -> bias (a norm's)");
+    }
+    if (last == "weight_g") candidates.emplace_back(head + "parametrizations.weight.original0", "weight_norm (old -> new)");
+    if (last == "weight_v") candidates.emplace_back(head + "parametrizations.weight.original1", "weight_norm (old -> new)");
+    constexpr std::string_view kParam = "parametrizations.weight.original";
+    if (name.size() > kParam.size() + 1 && name.compare(name.size() - kParam.size() - 1, kParam.size(), kParam) == 0 &&
+        (name.back() == '0' || name.back() == '1')) {
+      const std::string base = name.substr(0, name.size() - kParam.size() - 1);
+      candidates.emplace_back(base + (name.back() == '0' ? "weight_g" : "weight_v"), "weight_norm (new -> old)");
+    }
+    // A digit segment joined to the one before it (norm.1 -> norm1), or split off (norm1 -> norm.1).
+    for (size_t k = 0; k + 1 < segs.size(); ++k) {
+      if (!is_digits(segs[k + 1]) || segs[k].empty() || is_digits(segs[k].substr(segs[k].size() - 1))) continue;
+      std::string joined;
+      for (size_t j = 0; j < segs.size(); ++j) {
+        if (j == k + 1) continue;
+        joined += (joined.empty() ? "" : ".") + std::string(segs[j]) + (j == k ? std::string(segs[k + 1]) : "");
+      }
+      candidates.emplace_back(joined, "digit segment joined");
+    }
+    for (size_t k = 0; k < segs.size(); ++k) {
+      const std::string_view s = segs[k];
+      size_t d = s.size();
+      while (d > 0 && s[d - 1] >= '0' && s[d - 1] <= '9') --d;
+      if (d == 0 || d == s.size()) continue;
+      std::string split;
+      for (size_t j = 0; j < segs.size(); ++j) {
+        split += (split.empty() ? "" : ".") +
+                 (j == k ? std::string(s.substr(0, d)) + "." + std::string(s.substr(d)) : std::string(segs[j]));
+      }
+      candidates.emplace_back(split, "digit segment split");
+    }
+    return candidates;
+  }
+
   // Step 4: renames from torch's own history and the libraries', each
   // applied only where the model has the target, unfilled. A key with
   // several candidates is an ambiguity when `final`, else left for later.
@@ -373,50 +548,14 @@ class Planner {
     std::map<std::string, std::vector<size_t>> by_rule;
     for (size_t i = 0; i < inputs_.size(); ++i) {
       if (!open(i)) continue;
-      std::vector<std::pair<std::string, std::string>> candidates;  // (name, rule)
       const std::string& name = plan_.names[i];
       // Every rename below changes a key's length by a few bytes at most
       // (weight_g -> parametrizations.weight.original0 the most): a key far
       // longer than any of the model's can become none of them, and its
       // candidates (a copy of the key per segment) would cost its length
       // times its segments.
-      constexpr size_t kLongestRenameShrink = 32;
       if (name.size() > longest_model_key_ + kLongestRenameShrink) continue;
-      const std::vector<std::string_view> segs = segments(name);
-      const std::string_view last = segs.back();
-      const std::string head = name.substr(0, name.size() - last.size());
-      if (last == "gamma") candidates.emplace_back(head + "weight", "gamma -> weight (LayerNorm)");
-      if (last == "beta") candidates.emplace_back(head + "bias", "beta -> bias (LayerNorm)");
-      if (last == "weight_g") candidates.emplace_back(head + "parametrizations.weight.original0", "weight_norm (old -> new)");
-      if (last == "weight_v") candidates.emplace_back(head + "parametrizations.weight.original1", "weight_norm (old -> new)");
-      constexpr std::string_view kParam = "parametrizations.weight.original";
-      if (name.size() > kParam.size() + 1 && name.compare(name.size() - kParam.size() - 1, kParam.size(), kParam) == 0 &&
-          (name.back() == '0' || name.back() == '1')) {
-        const std::string base = name.substr(0, name.size() - kParam.size() - 1);
-        candidates.emplace_back(base + (name.back() == '0' ? "weight_g" : "weight_v"), "weight_norm (new -> old)");
-      }
-      // A digit segment joined to the one before it (norm.1 -> norm1), or split off (norm1 -> norm.1).
-      for (size_t k = 0; k + 1 < segs.size(); ++k) {
-        if (!is_digits(segs[k + 1]) || segs[k].empty() || is_digits(segs[k].substr(segs[k].size() - 1))) continue;
-        std::string joined;
-        for (size_t j = 0; j < segs.size(); ++j) {
-          if (j == k + 1) continue;
-          joined += (joined.empty() ? "" : ".") + std::string(segs[j]) + (j == k ? std::string(segs[k + 1]) : "");
-        }
-        candidates.emplace_back(joined, "digit segment joined");
-      }
-      for (size_t k = 0; k < segs.size(); ++k) {
-        const std::string_view s = segs[k];
-        size_t d = s.size();
-        while (d > 0 && s[d - 1] >= '0' && s[d - 1] <= '9') --d;
-        if (d == 0 || d == s.size()) continue;
-        std::string split;
-        for (size_t j = 0; j < segs.size(); ++j) {
-          split += (split.empty() ? "" : ".") +
-                   (j == k ? std::string(s.substr(0, d)) + "." + std::string(s.substr(d)) : std::string(segs[j]));
-        }
-        candidates.emplace_back(split, "digit segment split");
-      }
+      const auto candidates = rename_candidates(name);
       // The candidates the model has, unfilled; of those of the key's shape, one.
       std::vector<std::pair<std::string, std::string>> named, shaped;
       for (auto& [candidate, rule] : candidates) {
@@ -495,6 +634,7 @@ class Planner {
   const FitOptions& options_;
   FitPlan plan_;
   NameIndex index_;  // model_'s keys (the first of a repeated one)
+  std::unordered_map<std::string, std::vector<size_t>> model_modules_;  // module prefix -> its own entries
 };
 
 }  // namespace

@@ -7,14 +7,21 @@
 //      _fpw_module., _checkpoint_wrapped_module.) the model has nowhere are
 //      removed wherever they stand;
 //   3. one prefix stripped and/or one added on dot boundaries: the one that
-//      makes the most keys match by name and shape (a tie is ambiguous);
+//      makes the most keys match by name and shape (by a shared tail of two
+//      segments or more, or by a module holding the same names and shapes
+//      as a model module), with support: two keys at least, no tie (a tie
+//      is ambiguous), and, for a prefix stripped, every key under it a
+//      model key by name after the change (else ambiguous, naming the key);
+//      a prefix only added moves only the keys it makes fit;
 //   4. known renames, only where the model has the target and not the
-//      source: a last segment gamma/beta -> weight/bias (LayerNorm of the TF
-//      era); weight_norm's weight_g/weight_v <-> parametrizations.weight.
-//      original0/original1; a digit segment joined or split (norm.1 <->
-//      norm1); a BatchNorm's num_batches_tracked made (int64 0, as torch
-//      makes it for old BatchNorm) where the model has it and the file's
-//      running_mean is there, and left out where the model has it not.
+//      source: a last segment gamma/beta -> weight/bias into a module the
+//      model's shapes show to be a norm (a 1-d weight, every other tensor
+//      of the module 1-d of its length); weight_norm's weight_g/weight_v <->
+//      parametrizations.weight.original0/original1; a digit segment joined
+//      or split (norm.1 <-> norm1); a BatchNorm's num_batches_tracked made
+//      (int64 0, as torch makes it for old BatchNorm) where the model has it
+//      and the file's running_mean is there, and left out where the model
+//      has it not.
 //
 // A key that two model keys of its shape could take is not placed: that is
 // an ambiguity, refused naming the key and every candidate; renames are

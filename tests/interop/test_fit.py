@@ -330,7 +330,42 @@ class FitTest(support.ScratchDirTest):
         moved = {m["from"]: m for m in json.loads(proc.stdout)["inputs"][0]["changes"]["fit"]["moved"]}
         self.assertEqual(set(moved), {"features.0.norm.gamma", "features.0.norm.beta", "features.2.norm.gamma",
                                       "features.2.norm.beta"})
-        self.assertEqual(moved["features.0.norm.gamma"]["rule"], "gamma -> weight (LayerNorm)")
+        self.assertEqual(moved["features.0.norm.gamma"]["rule"], "gamma -> weight (a norm's)")
+
+    def test_rules_that_never_guess(self):
+        # Issue 67, item 3: a FiLM layer's 2-d gamma is no norm's weight (once renamed into a Linear
+        # as "gamma -> weight (LayerNorm)"); a head renamed to classifier fits by the same prefix
+        # rule as a backbone renamed to encoder; one key in common is no prefix.
+        class Film(nn.Module):
+            def __init__(self):
+                super().__init__()
+                self.film = nn.Linear(8, 8)
+
+        source = self.save("film.pt", {"film.gamma": torch.ones(8, 8), "film.beta": torch.zeros(8, 8)})
+        lines, _ = self.refused(source, self.reference(seeded(Film)))
+        self.assertEqual([without_way_out(l) for l in lines], torch_lines(seeded(Film), torch.load(source)))
+
+        class Classifier2(nn.Module):
+            def __init__(self):
+                super().__init__()
+                self.encoder = nn.Sequential(nn.Linear(4, 4), nn.LayerNorm(4))
+                self.classifier = nn.Linear(4, 3)
+
+        model = seeded(Classifier2)
+        for old, new in (("head.", "classifier."), ("backbone.", "encoder.")):
+            with self.subTest(old=old):
+                sd = self.renamed(model.state_dict(), lambda k: old + k[len(new):] if k.startswith(new) else k)
+                out, proc = self.fix(self.save(old + "pt", sd), self.reference(seeded(Classifier2)))
+                self.assert_fits(out, seeded(Classifier2), model.state_dict())
+                rules = {m["rule"] for m in json.loads(proc.stdout)["inputs"][0]["changes"]["fit"]["moved"]}
+                self.assertEqual(rules, {f"prefix '{old}' -> '{new}'"})
+        # Under a stripped prefix every key must fit, or the prefix is refused naming the one that does not.
+        sd = self.renamed(model.state_dict(), lambda k: "model." + k)
+        sd["model.aux.weight"] = torch.zeros(2)
+        lines, _ = self.refused(self.save("aux.pt", sd), self.reference(seeded(Classifier2)), "--drop-unexpected")
+        self.assertIn("'model.aux.weight' under it would be 'aux.weight', which the model has not", lines[0])
+        out, _ = self.fix(self.path("aux.pt"), self.reference(seeded(Classifier2)), "--drop", "model.aux.*")
+        self.assert_fits(out, seeded(Classifier2), model.state_dict())
 
     def test_weight_norm_old_and_new_names(self):
         torch.manual_seed(1)
@@ -424,9 +459,15 @@ class FitTest(support.ScratchDirTest):
         sd = self.renamed(model.state_dict(), lambda k: k[0] + k[k.index("."):])  # query.weight -> q.weight
         source = self.save("qkv.pt", sd)
         reference = self.reference(seeded(Attention))
+        # Three modules of one signature: which prefix change is meant is a guess, refused.
         _, proc = self.refused(source, reference, "--allow-missing", "--drop-unexpected")
-        self.assertIn("would keep none of its 6 tensors", proc.stderr)
+        self.assertIn("as well by one prefix change as by another (prefix 'k.' -> 'key.'", proc.stderr)
         self.assertIn("--rename", proc.stderr)
+        # Tensors that pair with nothing of the model: keeping none is refused, with the advice.
+        nothing = self.save("nothing.pt", {"a.weight": torch.zeros(3, 3), "b.weight": torch.zeros(5),
+                                           "c.weight": torch.zeros(2)})
+        _, proc = self.refused(nothing, reference, "--allow-missing", "--drop-unexpected")
+        self.assertIn("would keep none of its 3 tensors", proc.stderr)
         out, _ = self.fix(source, reference, "--rename", r"^q\.=query.", "--rename", r"^k\.=key.",
                           "--rename", r"^v\.=value.")
         self.assert_fits(out, seeded(Attention), model.state_dict())

@@ -49,8 +49,8 @@ TEST(FitPlan, OnePrefixByVoteAndATieIsAnAmbiguity) {
   const auto plan = plan_fit(inputs({{"layer.weight", {4}}, {"layer.bias", {4}}}), m, {});
   ASSERT_TRUE(plan.acceptable({}));
   EXPECT_EQ(plan.rules[0], "prefix 'backbone.bottom_up.' added");
-  const auto tie = model({{"a.x.weight", {4}}, {"b.x.weight", {4}}});
-  const auto refused = plan_fit(inputs({{"x.weight", {4}}}), tie, {});
+  const auto tie = model({{"a.x.weight", {4}}, {"a.x.bias", {4}}, {"b.x.weight", {4}}, {"b.x.bias", {4}}});
+  const auto refused = plan_fit(inputs({{"x.weight", {4}}, {"x.bias", {4}}}), tie, {});
   ASSERT_EQ(refused.ambiguous.size(), 1u);
   EXPECT_NE(refused.ambiguous[0].find("prefix 'a.' added"), std::string::npos);
   EXPECT_NE(refused.ambiguous[0].find("prefix 'b.' added"), std::string::npos);
@@ -59,10 +59,76 @@ TEST(FitPlan, OnePrefixByVoteAndATieIsAnAmbiguity) {
 
 TEST(FitPlan, ShapeDecidesThePrefixVote) {
   // Only "net." gives the key its shape: no tie with "other.".
-  const auto m = model({{"net.fc.weight", {5, 4}}, {"other.fc.weight", {3, 3}}});
-  const auto plan = plan_fit(inputs({{"fc.weight", {5, 4}}}), m, {});
+  const auto m = model({{"net.fc.weight", {5, 4}}, {"net.fc.bias", {5}}, {"other.fc.weight", {3, 3}}, {"other.fc.bias", {3}}});
+  const auto plan = plan_fit(inputs({{"fc.weight", {5, 4}}, {"fc.bias", {5}}}), m, {});
   ASSERT_TRUE(plan.ambiguous.empty());
   EXPECT_EQ(plan.names[0], "net.fc.weight");
+}
+
+TEST(FitPlan, OneKeyIsNoSupportForAPrefix) {
+  // One name and shape in common is a coincidence: the key stays, unexpected.
+  const auto m = model({{"net.fc.weight", {5, 4}}, {"net.out.weight", {2, 5}}});
+  const auto plan = plan_fit(inputs({{"fc.weight", {5, 4}}, {"proj.weight", {3, 3}}}), m, {});
+  EXPECT_TRUE(plan.ambiguous.empty());
+  EXPECT_EQ(plan.names[0], "fc.weight");
+  EXPECT_EQ(plan.unexpected.size(), 2u);
+}
+
+TEST(FitPlan, AModuleOfTheSameNamesAndShapesVotesAsADeeperTailDoes) {
+  // head. -> classifier. as backbone. -> encoder.: one rule for both.
+  const auto m = model({{"encoder.layer.weight", {4, 4}}, {"encoder.layer.bias", {4}},
+                        {"classifier.weight", {3, 4}}, {"classifier.bias", {3}}});
+  const auto head = plan_fit(inputs({{"encoder.layer.weight", {4, 4}}, {"encoder.layer.bias", {4}},
+                                     {"head.weight", {3, 4}}, {"head.bias", {3}}}), m, {});
+  ASSERT_TRUE(head.acceptable({})) << (head.ambiguous.empty() ? "" : head.ambiguous[0]);
+  EXPECT_EQ(head.names[2], "classifier.weight");
+  EXPECT_EQ(head.rules[2], "prefix 'head.' -> 'classifier.'");
+  const auto backbone = plan_fit(inputs({{"backbone.layer.weight", {4, 4}}, {"backbone.layer.bias", {4}},
+                                         {"classifier.weight", {3, 4}}, {"classifier.bias", {3}}}), m, {});
+  ASSERT_TRUE(backbone.acceptable({}));
+  EXPECT_EQ(backbone.rules[0], "prefix 'backbone.' -> 'encoder.'");
+}
+
+TEST(FitPlan, EveryKeyUnderAStrippedPrefixMustFitAndAnAddedOneMovesOnlyWhatFits) {
+  const auto m = model({{"fc.weight", {5, 4}}, {"fc.bias", {5}}});
+  // model.aux.weight would be aux.weight, which the model has not: the prefix is refused, naming it.
+  const auto plan = plan_fit(inputs({{"model.fc.weight", {5, 4}}, {"model.fc.bias", {5}}, {"model.aux.weight", {2}}}), m, {});
+  ASSERT_EQ(plan.ambiguous.size(), 1u);
+  EXPECT_EQ(plan.ambiguous[0], "prefix 'model.' removed fits 2 keys, but 'model.aux.weight' under it would be "
+                               "'aux.weight', which the model has not: leave it out with `drops` or say the renames "
+                               "with `renames`");
+  FitOptions drop;
+  drop.drops = {"model.aux.*"};
+  EXPECT_TRUE(plan_fit(inputs({{"model.fc.weight", {5, 4}}, {"model.fc.bias", {5}}, {"model.aux.weight", {2}}}), m, drop)
+                  .acceptable(drop));
+  // A new head of another size still fits by name (a size mismatch, not a refusal of the prefix).
+  const auto head = plan_fit(inputs({{"model.fc.weight", {7, 4}}, {"model.fc.bias", {7}}, {"model.x.fc.weight", {1}}}),
+                             model({{"fc.weight", {5, 4}}, {"fc.bias", {5}}, {"x.fc.weight", {1}}}), {});
+  EXPECT_TRUE(head.ambiguous.empty());
+  const auto bare = plan_fit(inputs({{"layer.weight", {4}}, {"layer.bias", {4}}, {"head.weight", {9}}}),
+                             model({{"backbone.layer.weight", {4}}, {"backbone.layer.bias", {4}}}), {});
+  EXPECT_TRUE(bare.ambiguous.empty());
+  EXPECT_EQ(bare.names[0], "backbone.layer.weight");
+  EXPECT_EQ(bare.names[2], "head.weight");  // not backbone.head.weight: unexpected as the file names it
+}
+
+TEST(FitPlan, GammaAndBetaOnlyIntoANormByItsShapes) {
+  // A FiLM layer's 2-d gamma is no norm's weight; nor is a module with a 2-d tensor beside a 1-d weight.
+  const auto film = plan_fit(inputs({{"film.gamma", {8, 8}}, {"film.beta", {8, 8}}}),
+                             model({{"film.weight", {8, 8}}, {"film.bias", {8, 8}}}), {});
+  EXPECT_EQ(film.names, (std::vector<std::string>{"film.gamma", "film.beta"}));
+  EXPECT_EQ(film.unexpected.size(), 2u);
+  const auto mixed = plan_fit(inputs({{"m.gamma", {8}}}), model({{"m.weight", {8}}, {"m.proj", {8, 8}}}), {});
+  EXPECT_EQ(mixed.names[0], "m.gamma");
+  // LayerNorm, RMSNorm (no bias), BatchNorm (its statistics beside): each a norm.
+  const auto norms = plan_fit(inputs({{"ln.gamma", {4}}, {"ln.beta", {4}}, {"rms.gamma", {4}}, {"bn.gamma", {3}},
+                                      {"bn.beta", {3}}, {"bn.running_mean", {3}}, {"bn.running_var", {3}}}),
+                              model({{"ln.weight", {4}}, {"ln.bias", {4}}, {"rms.weight", {4}}, {"bn.weight", {3}},
+                                     {"bn.bias", {3}}, {"bn.running_mean", {3}}, {"bn.running_var", {3}},
+                                     {"bn.num_batches_tracked", {}}}), {});
+  ASSERT_TRUE(norms.acceptable({})) << (norms.ambiguous.empty() ? "" : norms.ambiguous[0]);
+  EXPECT_EQ(norms.rules[0], "gamma -> weight (a norm's)");
+  EXPECT_EQ(norms.names[3], "bn.weight");
 }
 
 TEST(FitPlan, KnownRenamesOnlyWhereTheModelHasTheTargetAndNotTheSource) {
