@@ -34,7 +34,7 @@ ROOTS="${CKPTFIX_JUDGE_ROOTS:-/var/cache/ckptfix/judges}"
 # libraries a ckptfix built on the host loads.
 JUDGE_PACKAGES="python3-torch,python3-numpy,python3-safetensors,python3-omegaconf,libdeflate0,libxxhash0,zlib1g,mount,util-linux"
 # Real architectures (bench/real_models.py): Debian's torchvision and transformers.
-MODEL_PACKAGES="python3-torchvision,python3-transformers"
+MODEL_PACKAGES="python3-torchvision,python3-transformers,python3-accelerate"
 # sid also builds and tests the whole project (newest g++, CMake, LibTorch).
 BUILD_PACKAGES="g++,cmake,ninja-build,pkg-config,git,time,libcli11-dev,nlohmann-json3-dev,zlib1g-dev,libdeflate-dev,libxxhash-dev,libgtest-dev,libgmock-dev,libbenchmark-dev,libtorch-dev"
 

@@ -171,7 +171,8 @@ void become_str(Value& v, std::string text) {
 
 bool repair_value(RepairContext& ctx, Value& v, const Path& path) {
   return repair_python_value(ctx, v, path) || repair_numpy_value(ctx, v, path) || repair_module(ctx, v, path) ||
-         repair_omegaconf(ctx, v, path) || repair_enum_member(ctx, v, path);
+         repair_omegaconf(ctx, v, path) || repair_enum_member(ctx, v, path) ||
+         repair_plain_object(ctx, v, path);
 }
 
 }  // namespace ckptfix

@@ -3,7 +3,8 @@
 // module, which becomes its state_dict() without them) their names, and
 // functools.partial objects dicts of their function's name and arguments,
 // builtin exceptions (where the target torch's allowlist lacks them) their
-// message.
+// message; enum members their value, and instances of a class of their own
+// pickled as their class and attributes (dataclasses) the dict of those.
 #include <string_view>
 
 #include "passes/weights_only_rules.h"
@@ -172,6 +173,50 @@ bool repair_enum_member(RepairContext& ctx, Value& v, const Path& path) {
   v.integer = integer;
   v.text = std::move(text);
   ctx.changes.push_back({path, was + " (an enum member)", "its value"});
+  return true;
+}
+
+}  // namespace ckptfix
+
+namespace ckptfix {
+
+bool repair_plain_object(RepairContext& ctx, Value& v, const Path& path) {
+  // object.__reduce_ex__(2) of an instance of a class of its own (a
+  // dataclass such as Hugging Face's TrainingArguments, any class without
+  // a __reduce__): NEWOBJ(cls) with no arguments, then BUILD(its
+  // __dict__), or BUILD((__dict__ or None, {slot: value})) for __slots__,
+  // or no BUILD for an instance with no attributes. It becomes the dict
+  // of that state, attribute by attribute; the walk goes on into them, so
+  // one that no rule knows is still refused (or None with drop_unknown).
+  // A list or dict subclass (APPENDS, SETITEMS) is none of these.
+  if (v.kind != ValueKind::kObject || v.creation() != ObjectCreation::kNewObj || !v.items.empty() ||
+      !v.entries().empty() || (v.args() != nullptr && !v.args()->items.empty()) || v.states().size() > 1) {
+    return false;
+  }
+  std::vector<std::pair<Value*, Value*>> attributes;
+  const auto take = [&](const Value* dict) {
+    if (dict->kind != ValueKind::kDict) return false;
+    for (const auto& entry : dict->entries()) {
+      if (!entry.first->is_str()) return false;  // an attribute's name is a str
+      attributes.push_back(entry);
+    }
+    return true;
+  };
+  for (const Value* state : v.states()) {
+    if (state->kind == ValueKind::kTuple) {
+      if (state->items.size() != 2) return false;
+      if (state->items[0]->kind != ValueKind::kNone && !take(state->items[0])) return false;
+      if (!take(state->items[1])) return false;
+    } else if (!take(state)) {
+      return false;
+    }
+  }
+  const std::string was = v.callable()->dotted();
+  const size_t count = attributes.size();
+  v.reset(ValueKind::kDict);
+  v.entries() = std::move(attributes);
+  ctx.changes.push_back({path, was + " (an object of plain attributes)",
+                         "dict of its " + std::to_string(count) + " attribute" + (count == 1 ? "" : "s")});
   return true;
 }
 

@@ -58,6 +58,11 @@ bool repair_omegaconf(RepairContext& ctx, Value& v, const Path& path);
 /// the value (weights_only_python.cc). Tried last.
 bool repair_enum_member(RepairContext& ctx, Value& v, const Path& path);
 
+/// NEWOBJ(cls) + BUILD(its __dict__ or (dict, slots)), how an instance of
+/// a class of its own pickles (a dataclass: TrainingArguments) -> the dict
+/// of its attributes (weights_only_python.cc). Tried after every other.
+bool repair_plain_object(RepairContext& ctx, Value& v, const Path& path);
+
 /// Turns `v` into a str holding `text` (the rules' common result).
 void become_str(Value& v, std::string text);
 
