@@ -6,6 +6,7 @@
 #include <cstdlib>
 #include <cstring>
 #include <unordered_map>
+#include <unordered_set>
 #include <vector>
 
 #include "ckptfix/error.h"
@@ -336,6 +337,70 @@ class Machine {
     for (size_t i = 0; i < kv.size(); i += 2) target->entries().emplace_back(kv[i], kv[i + 1]);
   }
 
+  /// A dict (or an object given SETITEMS: an OrderedDict) with a key set
+  /// twice holds, in CPython, the last value at the first key's place;
+  /// ckptfix keeps every pair as written, so such a pickle (no pickler
+  /// writes one) is refused rather than read otherwise: a state dict whose
+  /// torch reading is the second tensor must not be checked by the first.
+  void refuse_keys_set_twice() {
+    std::unordered_set<std::string> seen;
+    std::string identity;
+    graph_.for_each([&](const Value& v) {
+      if (!v.has_parts() || v.entries().size() < 2) return;
+      seen.clear();
+      for (const auto& entry : v.entries()) {
+        identity.clear();
+        key_identity(*entry.first, identity, 0);
+        if (!seen.insert(identity).second) {
+          const Value& key = *entry.first;
+          fail("a key set twice in one dict" +
+                   (key.kind == ValueKind::kStr ? " ('" + key.text.substr(0, 200) + "')" : std::string()) +
+                   ": CPython keeps the last value, ckptfix would read both; no pickler writes this",
+               ErrorKind::kUnsupported);
+        }
+      }
+    });
+  }
+  /// Appends to `out` what makes two dict keys one key for CPython: the
+  /// value, compared as Python compares it, for keys of plain kinds (1, 1.0
+  /// and True are one key; so are a str and the same text as a Python 2
+  /// str), and the value itself (CPython's identity check) for any other
+  /// (an object as a key is judged as a call of its __hash__ and __eq__).
+  static void key_identity(const Value& key, std::string& out, int depth) {
+    const auto number = [&](int64_t n) { (out += 'n') += std::to_string(n); };
+    switch (key.kind) {
+      case ValueKind::kNone: out += 'N'; return;
+      case ValueKind::kBool: number(key.boolean ? 1 : 0); return;
+      case ValueKind::kInt: number(key.integer); return;
+      case ValueKind::kFloat: {
+        double d;
+        std::memcpy(&d, &key.float_bits, sizeof d);
+        if (std::isfinite(d) && d == std::trunc(d) && std::fabs(d) < 9.2e18) return number(static_cast<int64_t>(d));
+        if (!std::isnan(d)) {  // NaN equals nothing, itself only by identity
+          (out += 'f') += std::to_string(key.float_bits);
+          return;
+        }
+        break;
+      }
+      case ValueKind::kBigInt: ((out += 'B') += std::to_string(key.text.size()) += ':') += key.text; return;
+      case ValueKind::kStr:
+      case ValueKind::kPyStr: ((out += 's') += std::to_string(key.text.size()) += ':') += key.text; return;
+      case ValueKind::kBytes: ((out += 'b') += std::to_string(key.text.size()) += ':') += key.text; return;
+      case ValueKind::kTuple:
+        if (depth < 8) {
+          out += '(';
+          for (const Value* item : key.items) key_identity(*item, out, depth + 1);
+          out += ')';
+          return;
+        }
+        break;
+      default: break;
+    }
+    char self[2 + 2 * sizeof(void*) + 1];
+    std::snprintf(self, sizeof self, "@%p", static_cast<const void*>(&key));
+    out += self;
+  }
+
   std::span<const std::byte> in_;
   ValueGraph& graph_;
   const UnpickleOptions& options_;
@@ -402,6 +467,7 @@ UnpickleResult Machine::loop() {
           stack_.pop_back();
         }
         memo_clear();
+        refuse_keys_set_twice();
         return {root, pos_, protocol_, opcodes_, pos_ - left_in_file_, calls_.usages()};
       }
 

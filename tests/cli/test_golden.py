@@ -134,6 +134,15 @@ def make_object_of(dst, module, name):
     m.checkpoint(dst, pickle)
 
 
+def make_reduce_of(dst, module, name):
+    """reduce-of DST MODULE NAME: a zip checkpoint whose pickle is a MODULE.NAME object made as a class's own
+    __reduce__ makes it, REDUCE(cls, ('a', 'x')): a call with arguments (never run here)"""
+    m = make_attacks
+    pickle = (m.proto(2) + m.global_op(module, name) + m.unicode_op('a') + m.unicode_op('x') + b'\x86' + m.REDUCE +
+              m.STOP)
+    m.checkpoint(dst, pickle)
+
+
 def make_safetensors(dst, header, data_bytes):
     """safetensors DST HEADER N: a safetensors file: the JSON HEADER as given (8-byte length first), then N bytes"""
     raw = header.encode()
@@ -169,6 +178,7 @@ GENERATORS = {
     'state-dict-with-int': make_state_dict_with_int,
     'calls-global': make_calls_global,
     'object-of': make_object_of,
+    'reduce-of': make_reduce_of,
     'safetensors': make_safetensors,
     'nonfinite': make_nonfinite,
     'text': make_text,

@@ -412,3 +412,43 @@ TEST(Pickler, RejectsAGlobalNameWithALineBreak) {
 
 }  // namespace
 }  // namespace ckptfix
+
+namespace ckptfix {
+namespace {
+
+std::string binunicode(const std::string& s) {
+  std::string out = "X";
+  const uint32_t n = static_cast<uint32_t>(s.size());
+  for (int i = 0; i < 4; ++i) out += static_cast<char>((n >> (8 * i)) & 0xff);
+  return out + s;
+}
+
+// Issue 66: CPython's dict keeps one pair per key (the last value, at the
+// first key's place); ckptfix would keep both, so a state dict could be
+// checked by a tensor torch never loads. Refused, with Python's equality
+// (1 == 1.0 == True) and its identity check (one NaN object, memoized).
+TEST(Unpickler, RefusesAKeySetTwiceInOneDict) {
+  const std::string nan = "G\x7f\xf8\x00\x00\x00\x00\x00\x00"s;
+  const std::string one_float = "G\x3f\xf0\x00\x00\x00\x00\x00\x00"s;
+  const auto dict_of = [](const std::string& pairs) { return PickleBytes().proto().raw("}(" + pairs + "u.").str(); };
+  for (const std::string& pairs : {binunicode("w") + "K\x01" + binunicode("w") + "K\x02", "K\x01N\x88N"s,
+                                   "K\x01N" + one_float + "N", nan + "q\x00N"s + "h\x00N"s}) {
+    ValueGraph graph;
+    expect_error([&] { parse(graph, dict_of(pairs)); }, ErrorKind::kUnsupported, "a key set twice in one dict");
+  }
+  // An OrderedDict (an object given SETITEMS), as torch saves a state dict.
+  ValueGraph od;
+  expect_error([&] {
+    parse(od, PickleBytes().proto().global("collections", "OrderedDict").raw(")R(" + binunicode("w") + "K\x01" +
+                                                                              binunicode("w") + "K\x02u.").str());
+  }, ErrorKind::kUnsupported, "('w')");
+  // Keys CPython keeps apart stay: two NaN objects, 1 and '1', 1 and 1.5, b'1' and '1'.
+  for (const std::string& pairs : {nan + "N" + nan + "N", "K\x01N" + binunicode("1") + "N",
+                                   "K\x01NG\x3f\xf8\x00\x00\x00\x00\x00\x00N"s, "C\x01" "1N" + binunicode("1") + "N"}) {
+    ValueGraph graph;
+    EXPECT_NO_THROW(parse(graph, dict_of(pairs)));
+  }
+}
+
+}  // namespace
+}  // namespace ckptfix
