@@ -82,6 +82,25 @@ void check_weights_only(const CheckOptions& options, const Checkpoint& ck, const
   }
 }
 
+// torch.load(mmap=True) (torch >= 2.1) maps each storage's record where it
+// lies in the file, so a deflated one is read as its compressed bytes:
+// other values than a load without mmap (which inflates it, as ckptfix
+// does) gives, with no error. torch.save never deflates a record; every
+// ckptfix rewrite stores them.
+void check_storage_records(const Checkpoint& ck, std::vector<CheckViolation>& found) {
+  const CheckpointImpl& impl = impl_of(ck);
+  if (!impl.zip) return;
+  const std::string data = ck.archive_root() + "/data/";
+  for (const ZipEntry& e : impl.zip->entries()) {
+    if (e.method == 0 || e.name.size() <= data.size() || e.name.compare(0, data.size(), data) != 0) continue;
+    const std::string why =
+        "torch.load(mmap=True) reads a deflated record's compressed bytes as its tensor's data, other values than "
+        "torch.load without mmap gives (torch.save never deflates a record; a rewrite by ckptfix stores it)";
+    found.push_back({"record '" + e.name + "'", "is deflated: " + why,
+                     CheckViolation::OneOfMany{"storage records", e.name, "are deflated: " + why}});
+  }
+}
+
 void check_devices(const CheckOptions& options, const Checkpoint& ck, std::vector<CheckViolation>& found) {
   const std::vector<std::string> names = tensor_names(ck);
   std::vector<std::string> first_key(ck.storages().size());
@@ -234,6 +253,7 @@ CheckReport check_file(const std::filesystem::path& file, const CheckOptions& op
                                                               ": the model's load_state_dict would run it (its "
                                                               "set_extra_state unpickles it after torch.load)"});
     }
+    check_storage_records(ck, report.violations);
     if (!options.device.empty()) check_devices(options, ck, report.violations);
     check_dicts(options, ck, report.violations);
     if (options.finite) check_finite(options, ck, report.violations);

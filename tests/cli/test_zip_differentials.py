@@ -112,6 +112,29 @@ class ZipDifferentialTest(unittest.TestCase):
     def test_a_record_the_directory_does_not_name(self):
         self.assert_refused("hidden_record.pt", r"belong to no record.*ambiguous")
 
+    def test_a_deflated_storage_record(self):
+        # torch.load(mmap=True) maps a storage where it lies: a deflated record is read as its
+        # compressed bytes (no error), while torch.load without mmap inflates it, as ckptfix does.
+        import zipfile
+        plain, deflated, out = (os.path.join(self.dir, n) for n in ("stored.pt", "deflated.pt", "restored.pt"))
+        torch.save({"w": torch.arange(64.0)}, plain)
+        with zipfile.ZipFile(plain) as zin, zipfile.ZipFile(deflated, "w") as zout:
+            for info in zin.infolist():
+                method = zipfile.ZIP_DEFLATED if "/data/" in info.filename else zipfile.ZIP_STORED
+                zout.writestr(info.filename, zin.read(info), compress_type=method)
+        self.assertTrue(torch.equal(torch.load(deflated)["w"], torch.arange(64.0)))
+        if self.version >= (2, 1):  # mmap=True from 2.1 on
+            self.assertFalse(torch.equal(torch.load(deflated, mmap=True)["w"], torch.arange(64.0)),
+                             f"torch {torch.__version__} inflated the record under mmap=True")
+        proc = support.run("check", deflated)
+        self.assertEqual(proc.returncode, 1, proc.stdout + proc.stderr)
+        self.assertRegex(proc.stdout + proc.stderr, r"record '[^']*/data/0': is deflated: torch.load\(mmap=True\)")
+        support.run("convert", deflated, "-o", out, check=0)
+        self.assertEqual(support.run("check", out).returncode, 0)
+        self.assertTrue(torch.equal(torch.load(out)["w"], torch.arange(64.0)))
+        if self.version >= (2, 1):
+            self.assertTrue(torch.equal(torch.load(out, mmap=True)["w"], torch.arange(64.0)))
+
 
 if __name__ == "__main__":
     unittest.main(argv=support.parse_args())
