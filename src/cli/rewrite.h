@@ -11,6 +11,7 @@
 #include <CLI/CLI.hpp>
 
 #include "ckptfix/passes.h"
+#include "ckptfix/rewrite.h"
 #include "cli/batch.h"
 
 namespace ckptfix::cli {
@@ -66,13 +67,10 @@ uint64_t parse_size(const std::string& text);
 /// Parses --metadata KEY=VALUE items; throws Error(kInvalidArgument).
 std::vector<std::pair<std::string, std::string>> parse_metadata(const std::vector<std::string>& items);
 
-/// What reading one input gave: the checkpoint, and what the reading itself
-/// did, for the front of the input's report line ("salvaged 11 of 13
-/// tensors"); an input with such lines counts as changed.
-struct ReadInput {
-  Checkpoint checkpoint;
-  std::vector<std::string> lines;
-};
+/// What reading one input gave (ckptfix/rewrite.h): the checkpoint, and
+/// what the reading itself did, for the front of the input's report line
+/// ("salvaged 11 of 13 tensors"); an input with such notes counts as changed.
+using ReadInput = ckptfix::ReadInput;
 /// How a rewriting command reads an input: Checkpoint::open, or for salvage
 /// its own reader, which may also add to the input's outcome (its JSON
 /// object and text), kept even when the reader then fails.
