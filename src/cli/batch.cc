@@ -1,3 +1,4 @@
+#include "cli/last_resort.h"
 #include "cli/batch.h"
 
 #include <algorithm>

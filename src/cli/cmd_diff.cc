@@ -10,6 +10,7 @@
 #include <nlohmann/json.hpp>
 
 #include "ckptfix/diff.h"
+#include "cli/last_resort.h"
 #include "cli/commands.h"
 #include "cli/json_report.h"
 #include "cli/report.h"

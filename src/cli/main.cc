@@ -6,6 +6,7 @@
 
 #include <CLI/CLI.hpp>
 
+#include "cli/last_resort.h"
 #include "cli/commands.h"
 #include "cli/disposal.h"
 #include "cli/report.h"

@@ -82,9 +82,6 @@ const char* version();
 /// built in and usable here.
 std::string version_text();
 
-/// The input this thread is working on, for the last-resort error line
-/// (see install_last_resort_handlers); empty when none.
-void set_current_input(const std::string& path);
 
 /// The command being run ("fix", "strip-prefix"): error messages name the
 /// library's options by this command's flags (`strip_prefixes` is --prefix
@@ -100,23 +97,6 @@ std::string detail_text(const std::string& line);
 /// Every line of an error's details, as detail_text says each.
 std::vector<std::string> detail_lines(const Error& e);
 
-/// Makes running out of memory end in the usual one-line error and exit 1,
-/// never in std::terminate: a reserve of memory is given back at the first
-/// failed allocation (so that code which allocates while it unwinds, like
-/// nlohmann::json's destructor, can finish), and should an exception still
-/// reach std::terminate, it prints "ckptfix: error: 'FILE': ..." and exits 1.
-void install_last_resort_handlers();
 
-/// Raises the soft limit on open files to the hard one: a distributed
-/// checkpoint of a thousand ranks holds a thousand .distcp files, each kept
-/// open while the checkpoint is.
-void raise_open_file_limit();
-/// Takes the memory reserve again once an input that ran out of memory is done.
-void rearm_memory_reserve();
-/// The exit code of the last-resort line (1; diff, where 1 means "different", sets 2).
-void set_last_resort_exit_code(int code);
-/// The exit code of a failure of ckptfix itself (the last-resort line's,
-/// standard output that cannot be written): 1, or diff's 2.
-int trouble_exit_code();
 
 }  // namespace ckptfix::cli
