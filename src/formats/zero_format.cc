@@ -511,7 +511,8 @@ void read_zero_checkpoint(CheckpointImpl& impl) {
     // Stages 1 and 2 (and DeepSpeed without ZeRO) keep the whole module in
     // the model states; stage 3 keeps empty parameters there.
     const std::string way_out = stage3_model ? "" : ". The model states file holds the module's weights in the training dtype: "
-                                                    "ckptfix convert --key module '" + impl.file->name() + "' -o model.pt";
+                                                    "convert its dict 'module' alone (`keys` 'module' of '" +
+                                                    impl.file->name() + "')";
     throw corrupt("no *_optim_states.pt file: a ZeRO checkpoint keeps its fp32 master weights in the optimizer "
                   "files, and none is here (saved without ZeRO, or without its optimizer?)" + way_out)
         .in_file(dir.string());

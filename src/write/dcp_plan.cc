@@ -22,7 +22,7 @@ class Flattener {
                       (root == nullptr                 ? std::string("nothing")
                        : impl_.tensor_of(root) != nullptr ? std::string("a tensor")
                                                           : describe_value(*root)) +
-                      "; choose a dict with --extract");
+                      "; choose a dict with `extract`");
     }
     std::vector<DcpPathStep> path;
     descend_mapping(root, path, 0);
