@@ -11,6 +11,11 @@
 //   [bf16_]zero_pp_rank_R_mp_rank_00_optim_states.pt   one per data-parallel rank:
 //                                                 its partitions of the flat fp32
 //                                                 master weights, and the Adam moments
+// Reading one is three stages, a file each: finding the layout, what each
+// file of the tag directory is (zero_layout.*); reading the rank files'
+// pickles as data, their partitions and parameter records
+// (zero_rank_files.*); and here, reassembling the state dict from them.
+//
 // Every file is a torch.save zip, opened by ckptfix's own reader (its
 // DeepSpeed classes read as data, never called). Only pickles are parsed:
 // each trainable parameter becomes a tensor whose bytes are gathered, when
@@ -35,259 +40,13 @@
 #include "io/bytes.h"
 #include "model/graph_walk.h"
 #include "model/torch_objects.h"
+#include "formats/zero_layout.h"
+#include "formats/zero_rank_files.h"
 
 namespace ckptfix {
 namespace {
 
-Error corrupt(const std::string& message) { return Error(ErrorKind::kCorrupt, message); }
-
-// ---------------------------------------------------------------------------
-// The tag directory's files, by name.
-
-// Parses `digits` at the front of `s` (at most 9), advancing it.
-std::optional<uint32_t> take_number(std::string_view& s) {
-  size_t n = 0;
-  while (n < s.size() && n < 10 && std::isdigit(static_cast<unsigned char>(s[n]))) ++n;
-  if (n == 0 || n > 9) return std::nullopt;
-  uint32_t value = 0;
-  for (size_t i = 0; i < n; ++i) value = value * 10 + static_cast<uint32_t>(s[i] - '0');
-  s.remove_prefix(n);
-  return value;
-}
-
-bool take(std::string_view& s, std::string_view prefix) {
-  if (s.substr(0, prefix.size()) != prefix) return false;
-  s.remove_prefix(prefix.size());
-  return true;
-}
-
-enum class FileRole { kOther, kOptimizer, kModelStage3, kModel };
-
-struct NamedRole {
-  FileRole role = FileRole::kOther;
-  uint32_t rank = 0;     // data-parallel rank (optimizer, stage 3 model states)
-  uint32_t mp_rank = 0;  // tensor-parallel rank
-  bool bf16 = false;     // bf16_zero_pp_rank_...
-};
-
-// What a file name of a tag directory is, as DeepSpeed names them.
-NamedRole role_of(std::string_view name) {
-  NamedRole r;
-  std::string_view s = name;
-  if (take(s, "bf16_")) r.bf16 = true;
-  if (take(s, "zero_pp_rank_")) {
-    const auto rank = take_number(s);
-    if (!rank || !take(s, "_mp_rank_")) return {};
-    const auto mp = take_number(s);
-    if (!mp) return {};
-    r.rank = *rank;
-    r.mp_rank = *mp;
-    if (s == "_optim_states.pt") r.role = FileRole::kOptimizer;
-    else if (s == "_model_states.pt" && !r.bf16) r.role = FileRole::kModelStage3;
-    return r;
-  }
-  if (!r.bf16 && take(s, "mp_rank_")) {
-    const auto mp = take_number(s);
-    if (mp && s == "_model_states.pt") {
-      r.mp_rank = *mp;
-      r.role = FileRole::kModel;
-    }
-  }
-  return r;
-}
-
-struct TagFiles {
-  std::map<uint32_t, std::string> optimizer;  // rank -> file name
-  std::map<uint32_t, std::string> model_stage3;
-  bool bf16 = false;
-};
-
-// Lists the tag directory; refuses what DeepSpeed writes for layouts this
-// reader does not rebuild, naming them.
-TagFiles list_tag_directory(const std::filesystem::path& dir, uint64_t max_files) {
-  TagFiles out;
-  std::error_code ec;
-  uint64_t seen = 0;
-  for (std::filesystem::directory_iterator it(dir, ec), end; !ec && it != end; it.increment(ec)) {
-    if (++seen > max_files) {
-      throw Error(ErrorKind::kLimit, "the directory holds more than " + std::to_string(max_files) +
-                                         " files (limit max_storages)")
-          .in_file(dir.string());
-    }
-    const std::string name = it->path().filename().string();
-    if (name.size() > 6 && name.substr(0, 6) == "layer_" && name.find("model_states.pt") != std::string::npos) {
-      throw Error(ErrorKind::kUnsupported, "'" + name + "' is a pipeline stage's layer file: ckptfix rebuilds ZeRO "
-                                                        "checkpoints without pipeline parallelism")
-          .in_file(dir.string());
-    }
-    if (name.substr(0, 10) == "expp_rank_") {
-      throw Error(ErrorKind::kUnsupported, "'" + name + "' is an expert-parallel (MoE) file: ckptfix rebuilds ZeRO "
-                                                        "checkpoints without expert parallelism")
-          .in_file(dir.string());
-    }
-    const NamedRole r = role_of(name);
-    if (r.role == FileRole::kOther) continue;
-    if (r.mp_rank != 0) {
-      throw Error(ErrorKind::kUnsupported, "'" + name + "' belongs to tensor-parallel rank " + std::to_string(r.mp_rank) +
-                                               ": ckptfix rebuilds ZeRO checkpoints of tensor parallelism 1")
-          .in_file(dir.string());
-    }
-    if (r.role == FileRole::kOptimizer) {
-      if (!out.optimizer.empty() && out.bf16 != r.bf16) {
-        throw corrupt("it holds optimizer files both with and without the bf16_ prefix ('" + name +
-                      "'): files of two runs?")
-            .in_file(dir.string());
-      }
-      out.bf16 = r.bf16;
-      out.optimizer[r.rank] = name;
-    } else if (r.role == FileRole::kModelStage3) {
-      out.model_stage3[r.rank] = name;
-    }
-  }
-  if (ec) throw Error(ErrorKind::kIo, "cannot list the directory: " + ec.message()).in_file(dir.string());
-  return out;
-}
-
-// ---------------------------------------------------------------------------
-// Reading DeepSpeed's pickles as data.
-
-// The value under `key` of a dict (plain or OrderedDict), or null.
-const Value* entry(const Value* dict, std::string_view key) {
-  if (dict == nullptr || !is_dict_like(*dict)) return nullptr;
-  for (const auto& [k, v] : dict->entries()) {
-    if (k->is_str() && k->str() == key) return v;
-  }
-  return nullptr;
-}
-
-bool is_none(const Value* v) { return v == nullptr || v->kind == ValueKind::kNone; }
-
-// A dict's str keys -> values, for lookups by name (a model with thousands
-// of frozen parameters would make entry() quadratic).
-std::map<std::string_view, const Value*> by_name(const Value* dict) {
-  std::map<std::string_view, const Value*> out;
-  if (dict == nullptr || !is_dict_like(*dict)) return out;
-  for (const auto& [k, v] : dict->entries()) {
-    if (k->is_str()) out.emplace(k->str(), v);
-  }
-  return out;
-}
-
-const Value* lookup(const std::map<std::string_view, const Value*>& names, const std::string& key) {
-  const auto it = names.find(key);
-  return it == names.end() ? nullptr : it->second;
-}
-
-// One opened file of the set, with what messages name it by.
-struct OpenedFile {
-  std::optional<Checkpoint> checkpoint;
-  uint32_t input = 0;  // CheckpointImpl::file (0) or shards[input - 1]
-  std::string name;    // the file's path, for messages
-
-  const CheckpointImpl& impl() const { return impl_of(*checkpoint); }
-  const Value* root() const { return impl().root; }
-  /// The file itself (its checkpoint's own input).
-  const std::shared_ptr<const InputFile>& file() const { return impl().file; }
-  Error error(ErrorKind kind, const std::string& message, const std::string& at) const {
-    Error e(kind, message);
-    e.in_file(name);
-    if (!at.empty()) e.at(at);
-    return e;
-  }
-  const Value* require(const Value* dict, std::string_view key, const std::string& what) const {
-    const Value* v = entry(dict, key);
-    if (v == nullptr) {
-      throw error(ErrorKind::kCorrupt, "it has no '" + std::string(key) + "' (is it a DeepSpeed " + what + " file?)", "");
-    }
-    return v;
-  }
-  int64_t integer(const Value* v, const std::string& at) const {
-    if (v == nullptr || v->kind != ValueKind::kInt) throw error(ErrorKind::kCorrupt, "expected an int", at);
-    return v->integer;
-  }
-  // A torch.Size(...) object, or a tuple/list of ints: a shape.
-  std::vector<int64_t> shape(const Value* v, const std::string& at) const {
-    if (v != nullptr && v->kind == ValueKind::kObject && v->callable() != nullptr &&
-        v->callable()->is_global("torch", "Size") && v->args() != nullptr && v->args()->items.size() == 1) {
-      v = v->args()->items[0];
-    }
-    if (v == nullptr || (v->kind != ValueKind::kTuple && v->kind != ValueKind::kList)) {
-      throw error(ErrorKind::kCorrupt, "expected a torch.Size", at);
-    }
-    std::vector<int64_t> dims;
-    for (const Value* d : v->items) {
-      if (d->kind != ValueKind::kInt || d->integer < 0) throw error(ErrorKind::kCorrupt, "a size is not a non-negative int", at);
-      dims.push_back(d->integer);
-    }
-    return dims;
-  }
-  // The tensor a value is (a plain, dense tensor with its storage in this file).
-  const Tensor& tensor(const Value* v, const std::string& at) const {
-    const Tensor* t = v == nullptr ? nullptr : impl().tensor_of(v);
-    if (t == nullptr || t->kind != TensorKind::kDense || t->storage < 0) {
-      throw error(ErrorKind::kCorrupt, "expected a tensor", at);
-    }
-    return *t;
-  }
-  const Storage& storage(const Tensor& t) const { return impl().storages[static_cast<size_t>(t.storage)]; }
-};
-
-// Elements of a shape, refusing a product past 2^62.
-uint64_t checked_numel(const std::vector<int64_t>& shape, const OpenedFile& f, const std::string& at) {
-  uint64_t n = 1;
-  for (int64_t d : shape) {
-    const auto next = checked_mul(n, static_cast<uint64_t>(d));
-    if (!next || *next > (uint64_t{1} << 62)) throw f.error(ErrorKind::kCorrupt, "its shape " + shape_text(shape) + " overflows", at);
-    n = *next;
-  }
-  return n;
-}
-
-// A rank's flat partition: a 1-D tensor over a stored storage record.
-struct Partition {
-  const OpenedFile* file = nullptr;
-  std::shared_ptr<const InputFile> input;
-  uint64_t numel = 0;           // elements of the partition tensor
-  uint64_t storage_offset = 0;  // of the tensor in its storage, in elements
-  uint64_t record_offset = 0;   // the storage record's first byte in the file
-  uint64_t record_bytes = 0;
-  uint32_t crc32 = 0;
-  DType dtype = DType::kFloat32;
-  std::string what;
-  /// Salvage: why its bytes are lost (its rank's file missing or damaged,
-  /// its record's CRC-32 wrong); empty when they are there.
-  std::string lost;
-};
-
-Partition partition(const OpenedFile& f, const Value* v, const std::string& what) {
-  const Tensor& t = f.tensor(v, what);
-  const Storage& s = f.storage(t);
-  if (t.shape.size() != 1 || (t.shape[0] > 1 && t.stride[0] != 1)) {
-    throw f.error(ErrorKind::kCorrupt, "a flat partition is a contiguous 1-D tensor, and this one has shape " +
-                                           shape_text(t.shape),
-                  what);
-  }
-  if (s.source.encoding != StorageSource::Encoding::kStored || s.big_endian) {
-    throw f.error(ErrorKind::kUnsupported, "the partition's storage is compressed or big-endian, which torch.save never writes", what);
-  }
-  if (!is_floating(t.dtype)) {
-    throw f.error(ErrorKind::kCorrupt, "a partition of master weights is floating point, and this one is " +
-                                           std::string(dtype_name(t.dtype)),
-                  what);
-  }
-  Partition p;
-  p.file = &f;
-  p.input = f.file();
-  p.numel = static_cast<uint64_t>(t.shape[0]);
-  p.storage_offset = static_cast<uint64_t>(t.storage_offset);
-  p.record_offset = s.source.offset;
-  p.record_bytes = s.nbytes;
-  p.crc32 = s.source.crc32;
-  p.dtype = t.dtype;
-  p.what = what;
-  // Validated views (open_data_file) lie inside their storages.
-  return p;
-}
+using namespace zero;
 
 // ---------------------------------------------------------------------------
 // Building the state dict.
@@ -387,85 +146,7 @@ class Builder {
   std::map<std::pair<uint32_t, int32_t>, int32_t> copied_;  // (file, its storage) -> ours
 };
 
-// The parameters of param_shapes: each group an ordered dict name -> size.
-struct ParamShape {
-  std::string name;
-  std::vector<int64_t> shape;
-  uint64_t numel = 0;
-};
-std::vector<std::vector<ParamShape>> param_shapes(const OpenedFile& model) {
-  const Value* groups = model.require(model.root(), "param_shapes", "model states");
-  if (groups->kind != ValueKind::kList && groups->kind != ValueKind::kTuple) {
-    throw model.error(ErrorKind::kCorrupt, "param_shapes is not a list", "param_shapes");
-  }
-  std::vector<std::vector<ParamShape>> out;
-  for (size_t g = 0; g < groups->items.size(); ++g) {
-    const Value* group = groups->items[g];
-    const std::string at = "param_shapes[" + std::to_string(g) + "]";
-    if (!is_dict_like(*group)) throw model.error(ErrorKind::kCorrupt, "expected a dict of parameter sizes", at);
-    std::vector<ParamShape>& shapes = out.emplace_back();
-    for (const auto& [k, v] : group->entries()) {
-      if (!k->is_str()) throw model.error(ErrorKind::kCorrupt, "a parameter name is not a str", at);
-      ParamShape p;
-      p.name = std::string(k->str());
-      p.shape = model.shape(v, at + "['" + p.name + "']");
-      p.numel = checked_numel(p.shape, model, at + "['" + p.name + "']");
-      shapes.push_back(std::move(p));
-    }
-  }
-  return out;
-}
-
-std::vector<std::string> str_list(const OpenedFile& f, const Value* v, const std::string& at) {
-  std::vector<std::string> out;
-  if (is_none(v)) return out;
-  if (v->kind != ValueKind::kList && v->kind != ValueKind::kTuple) throw f.error(ErrorKind::kCorrupt, "expected a list of names", at);
-  for (const Value* s : v->items) {
-    if (!s->is_str()) throw f.error(ErrorKind::kCorrupt, "expected a list of names", at);
-    out.emplace_back(s->str());
-  }
-  return out;
-}
-
-// ZeroStageEnum(N), as Python 3.12+ (and up to 3.10) pickle an enum
-// member; getattr(ZeroStageEnum, 'gradients'), as Python 3.11 does; or a
-// plain int: the stage.
-int64_t zero_stage(const OpenedFile& f, const Value* v) {
-  if (v != nullptr && v->kind == ValueKind::kObject && v->args() != nullptr && v->args()->items.size() == 2 &&
-      v->callable() != nullptr &&
-      (v->callable()->is_global("builtins", "getattr") || v->callable()->is_global("__builtin__", "getattr")) &&
-      v->args()->items[0]->is_global("deepspeed.runtime.zero.config", "ZeroStageEnum") && v->args()->items[1]->is_str()) {
-    // DeepSpeed's members: disabled, optimizer_states, gradients, weights (and max_stage, = weights).
-    const std::string_view member = v->args()->items[1]->str();
-    constexpr std::pair<std::string_view, int64_t> kMembers[] = {
-        {"disabled", 0}, {"optimizer_states", 1}, {"gradients", 2}, {"weights", 3}, {"max_stage", 3}};
-    for (const auto& [name, stage] : kMembers) {
-      if (member == name && stage > 0) return stage;
-    }
-    throw f.error(ErrorKind::kCorrupt, "ZeroStageEnum." + std::string(member) + " is not ZeRO stage 1, 2 or 3",
-                  "optimizer_state_dict/zero_stage");
-  }
-  if (v != nullptr && v->kind == ValueKind::kObject && v->args() != nullptr && v->args()->items.size() == 1) {
-    v = v->args()->items[0];
-  }
-  const int64_t stage = f.integer(v, "optimizer_state_dict/zero_stage");
-  if (stage < 1 || stage > 3) throw f.error(ErrorKind::kCorrupt, "ZeRO stage " + std::to_string(stage) + " is not 1, 2 or 3", "optimizer_state_dict/zero_stage");
-  return stage;
-}
-
 }  // namespace
-
-bool is_zero_tag_directory(const std::filesystem::path& dir) {
-  std::error_code ec;
-  return std::filesystem::is_regular_file(dir / "mp_rank_00_model_states.pt", ec) ||
-         std::filesystem::is_regular_file(dir / "zero_pp_rank_0_mp_rank_00_model_states.pt", ec);
-}
-
-std::filesystem::path zero_model_states_file(const std::filesystem::path& dir) {
-  std::error_code ec;
-  const std::filesystem::path stage12 = dir / "mp_rank_00_model_states.pt";
-  return std::filesystem::is_regular_file(stage12, ec) ? stage12 : dir / "zero_pp_rank_0_mp_rank_00_model_states.pt";
-}
 
 void read_zero_checkpoint(CheckpointImpl& impl) {
   const std::filesystem::path dir = impl.file->path().parent_path();
@@ -942,3 +623,4 @@ void read_zero_checkpoint(CheckpointImpl& impl) {
 }
 
 }  // namespace ckptfix
+
