@@ -44,6 +44,10 @@ std::unique_ptr<PreparsedPickle> preparse_pickle(std::span<const std::byte> byte
                                                  uint64_t data_offset, uint32_t crc32, const ReadLimits& limits,
                                                  uint64_t file_size, ValueGraph graph = ValueGraph());
 
+/// Takes impl.preparsed as the parse of `pickle` when it is the parse of
+/// that very record, read as the reader would read it; false: parse it.
+bool adopt_preparsed(CheckpointImpl& impl, const ZipEntry& pickle);
+
 /// Throws Error(kUnsupported) for a TorchScript archive: one with a record
 /// named `root`constants.pkl or under `root`code/ (`has_record(prefix)`).
 void refuse_torchscript(const std::function<bool(const std::string& prefix)>& has_record, const std::string& root);

@@ -164,11 +164,6 @@ void make_weights_only(Checkpoint& checkpoint, const PassOptions& options, PassR
 
 namespace ckptfix {
 
-void become_str(Value& v, std::string text) {
-  v.reset(ValueKind::kStr);
-  v.text = std::move(text);
-}
-
 bool repair_value(RepairContext& ctx, Value& v, const Path& path) {
   return repair_python_value(ctx, v, path) || repair_numpy_value(ctx, v, path) || repair_module(ctx, v, path) ||
          repair_omegaconf(ctx, v, path) || repair_enum_member(ctx, v, path) ||

@@ -64,6 +64,9 @@ bool repair_enum_member(RepairContext& ctx, Value& v, const Path& path);
 bool repair_plain_object(RepairContext& ctx, Value& v, const Path& path);
 
 /// Turns `v` into a str holding `text` (the rules' common result).
-void become_str(Value& v, std::string text);
+inline void become_str(Value& v, std::string text) {
+  v.reset(ValueKind::kStr);
+  v.text = std::move(text);
+}
 
 }  // namespace ckptfix
